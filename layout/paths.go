@@ -1,0 +1,62 @@
+package layout
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// MetaDir is the name of the hidden directory scrfs keeps inside every
+// dataset directory (in the cache and in the prefix) and at the top of the
+// prefix. Applications never see it through the mount.
+const MetaDir = ".scrfs"
+
+// JobDir returns <base>/<user>/scrfs.<job>, the per-user, per-job directory
+// under a cache or control base (SCR: <base>/<user>/scr.<allocation>). Two jobs
+// of one user, or two users on one node, never share it.
+func JobDir(base, user, job string) string {
+	return filepath.Join(base, user, "scrfs."+job)
+}
+
+// DatasetDir returns the cache directory of dataset name under a job's cache
+// directory.
+func DatasetDir(cacheDir, name string) string {
+	return filepath.Join(cacheDir, name)
+}
+
+// DatasetMetaDir returns the directory that holds a dataset's redundancy files
+// and scrfs metadata: <dataset>/.scrfs.
+func DatasetMetaDir(datasetDir string) string {
+	return filepath.Join(datasetDir, MetaDir)
+}
+
+// PrefixDatasetDir returns where dataset name is flushed to in the prefix
+// directory: <prefix>/<name>, the tree the application wrote.
+func PrefixDatasetDir(prefix, name string) string {
+	return filepath.Join(prefix, name)
+}
+
+// PrefixMetaDir returns <prefix>/.scrfs, which holds the job index, the
+// manifests and the job secret.
+func PrefixMetaDir(prefix string) string {
+	return filepath.Join(prefix, MetaDir)
+}
+
+// CheckDatasetName reports whether name can name a dataset: one path
+// component, not empty, not "." or "..", not scrfs's own MetaDir, at most 255
+// bytes and free of NUL and '/'.
+func CheckDatasetName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("dataset name is empty")
+	case name == "." || name == "..":
+		return fmt.Errorf("dataset name %q is not allowed", name)
+	case name == MetaDir:
+		return fmt.Errorf("dataset name %q is reserved for scrfs", name)
+	case len(name) > 255:
+		return fmt.Errorf("dataset name %.20q... is longer than 255 bytes", name)
+	case strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("dataset name %q contains '/' or NUL", name)
+	}
+	return nil
+}
