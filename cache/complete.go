@@ -1,0 +1,182 @@
+package cache
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/scrfs/scrfs/layout"
+)
+
+// maxFailures bounds the failed datasets remembered for status.
+const maxFailures = 16
+
+// finishCompletion moves d to Complete if its completion was requested and no
+// file is open for writing. The file count is taken from the directory, not
+// from the running tally, so the recorded numbers are exact.
+func (s *Store) finishCompletion(d *Dataset) {
+	d.mu.Lock()
+	if d.state != Writing || d.completing == "" || d.writers > 0 || d.removed {
+		d.mu.Unlock()
+		return
+	}
+	dir := layout.DatasetDir(s.opts.CacheDir, d.name)
+	d.mu.Unlock()
+
+	usage, err := scanUsage(dir)
+
+	s.mu.Lock()
+	d.mu.Lock()
+	if d.state != Writing || d.completing == "" || d.writers > 0 || d.removed {
+		// A writer opened (or the dataset went away) while we counted: its
+		// close will try again.
+		d.mu.Unlock()
+		s.mu.Unlock()
+		return
+	}
+	if err != nil {
+		s.log.Warn("count dataset files", "dataset", d.name, "err", err)
+	} else {
+		d.files, d.bytes = usage.files, usage.bytes
+	}
+	d.state, d.completed = Complete, time.Now()
+	info := d.infoLocked()
+	d.mu.Unlock()
+	if err := s.persistLocked(); err != nil {
+		// The dataset is complete in memory; after a crash it would come
+		// back as writing, which is the safe direction.
+		s.log.Error("persist completion", "dataset", info.Name, "err", err)
+	}
+	evicted := s.evictLocked()
+	s.mu.Unlock()
+
+	s.metrics.completed(info)
+	s.log.Info("dataset complete", "dataset", info.Name, "files", info.Files, "bytes", info.Bytes,
+		"seconds", info.Completed.Sub(info.Created).Seconds(), "reason", info.Completing)
+	if s.opts.OnComplete != nil {
+		s.opts.OnComplete(info)
+	}
+	s.removed(evicted)
+}
+
+// SetState records the outcome of redundancy for a completed dataset
+// (Protected or Degraded, with a reason for Degraded).
+func (s *Store) SetState(name string, to State, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.datasets[name]
+	if d == nil {
+		return fmt.Errorf("set state of %s: %w", name, ErrNotFound)
+	}
+	d.mu.Lock()
+	if !canMove(d.state, to) || to == Failed {
+		from := d.state
+		d.mu.Unlock()
+		return &TransitionError{Dataset: name, From: from, To: to}
+	}
+	d.state, d.reason = to, reason
+	d.mu.Unlock()
+	return s.persistLocked()
+}
+
+// Fail marks dataset name failed with a reason and removes its files from the
+// cache. The record stays visible in Failures.
+func (s *Store) Fail(name, reason string) error {
+	s.mu.Lock()
+	d := s.datasets[name]
+	if d == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("fail %s: %w", name, ErrNotFound)
+	}
+	info := s.dropLocked(d, Failed, reason)
+	err := s.persistLocked()
+	s.mu.Unlock()
+	s.log.Warn("dataset failed", "dataset", name, "reason", reason)
+	s.removed([]Info{info})
+	return err
+}
+
+// dropLocked takes d out of the cache: its directory goes to the trash (so a
+// large dataset does not hold the lock while it is deleted) and it is
+// forgotten, or remembered as failed. s.mu must be held.
+func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
+	d.mu.Lock()
+	d.removed = true
+	if d.idle != nil {
+		d.idle.Stop()
+	}
+	if final == Failed {
+		d.state, d.reason = Failed, reason
+	}
+	info := d.infoLocked()
+	dir := layout.DatasetDir(s.opts.CacheDir, d.name)
+	d.mu.Unlock()
+	delete(s.datasets, info.Name)
+	if final == Failed {
+		s.failed = append(s.failed, info)
+		if len(s.failed) > maxFailures {
+			s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
+		}
+	}
+	if err := s.toTrash(dir, info.ID); err != nil && !os.IsNotExist(err) {
+		s.log.Error("remove dataset from cache", "dataset", info.Name, "err", err)
+	}
+	return info
+}
+
+// evictLocked drops the oldest completed datasets beyond the cache size,
+// skipping pinned ones (being encoded or flushed). s.mu must be held.
+func (s *Store) evictLocked() []Info {
+	var done []*Dataset
+	for _, d := range s.sortedLocked() {
+		if d.State().Completed() {
+			done = append(done, d)
+		}
+	}
+	var evicted []Info
+	// The newest CacheSize completed datasets always stay; older ones go
+	// unless pinned, in which case the cache holds one more for a while.
+	for _, d := range done[:max(0, len(done)-s.opts.CacheSize)] {
+		d.mu.Lock()
+		pinned := d.pins > 0 || d.flush.pending()
+		d.mu.Unlock()
+		if pinned {
+			continue
+		}
+		evicted = append(evicted, s.dropLocked(d, "", ""))
+	}
+	if len(evicted) > 0 {
+		if err := s.persistLocked(); err != nil {
+			s.log.Error("persist eviction", "err", err)
+		}
+	}
+	return evicted
+}
+
+// evict applies the cache size after a pin is released.
+func (s *Store) evict() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	evicted := s.evictLocked()
+	s.mu.Unlock()
+	s.removed(evicted)
+}
+
+func (s *Store) removed(infos []Info) {
+	for _, info := range infos {
+		if info.State != Failed {
+			s.log.Info("dataset evicted", "dataset", info.Name, "bytes", info.Bytes, "cache_size", s.opts.CacheSize)
+		}
+		s.metrics.removed(info)
+		if s.opts.OnRemove != nil {
+			s.opts.OnRemove(info)
+		}
+	}
+	if len(infos) > 0 {
+		go s.emptyTrash()
+	}
+}

@@ -1,0 +1,220 @@
+package cache
+
+import (
+	"sync"
+	"time"
+
+	"github.com/scrfs/scrfs/layout"
+)
+
+// Dataset is one checkpoint's files on this node. Its methods are safe for
+// concurrent use; the fs package calls the Open/Close pair on every open for
+// writing, so they take only the dataset's own lock.
+type Dataset struct {
+	store *Store
+	id    uint64 // creation order; "newer" means a larger id
+
+	// mu protects the fields below. Lock order: Store.mu before Dataset.mu.
+	mu         sync.Mutex
+	name       string
+	route      Route
+	state      State
+	reason     string
+	created    time.Time
+	completed  time.Time
+	files      int64 // exact once complete; maintained approximately while writing
+	bytes      int64
+	writers    int    // handles open for writing
+	completing string // why completion was requested; "" = not requested
+	marker     bool   // a marker file has been closed in it
+	lastClose  time.Time
+	idle       *time.Timer
+	pins       int // holds against eviction (encode, flush in progress)
+	flush      FlushStatus
+	removed    bool
+}
+
+// Name returns the dataset's current name (a rename may change it).
+func (d *Dataset) Name() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.name
+}
+
+// ID returns the dataset's creation sequence number.
+func (d *Dataset) ID() uint64 { return d.id }
+
+// Dir returns the dataset's cache directory. It changes on rename.
+func (d *Dataset) Dir() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return layout.DatasetDir(d.store.opts.CacheDir, d.name)
+}
+
+// Route returns how the dataset is anchored in the mount.
+func (d *Dataset) Route() Route {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.route
+}
+
+// State returns the dataset's state.
+func (d *Dataset) State() State {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state
+}
+
+// Writable reports whether the application may still change the dataset.
+func (d *Dataset) Writable() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.state == Writing && !d.removed
+}
+
+// OpenWrite records a handle opened for writing (or a create). It fails with
+// ErrReadOnly once the dataset is complete. Every successful OpenWrite must be
+// paired with one CloseWrite.
+func (d *Dataset) OpenWrite() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state != Writing || d.removed {
+		return ErrReadOnly
+	}
+	d.writers++
+	if d.idle != nil {
+		d.idle.Stop()
+		d.idle = nil
+	}
+	return nil
+}
+
+// CloseWrite records that a handle opened with OpenWrite was released. rel is
+// the file's path inside the dataset; grew is how many bytes the file grew
+// (negative if it shrank) while the handle was open, and created says the
+// handle created the file. Closing the last writer of a dataset whose
+// completion was requested completes it.
+func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
+	d.mu.Lock()
+	d.writers--
+	d.bytes += grew
+	if created {
+		d.files++
+	}
+	d.lastClose = time.Now()
+	if d.store.isMarker(rel) {
+		d.marker = true
+		if d.completing == "" {
+			d.completing = "marker " + rel
+		}
+	}
+	ready := d.writers == 0 && d.completing != ""
+	if d.writers == 0 && !ready {
+		d.armIdleLocked()
+	}
+	d.mu.Unlock()
+	d.store.countWritten(grew)
+	if ready {
+		d.store.finishCompletion(d)
+	}
+}
+
+// EntryAppeared reports an entry that came into existence without a write
+// handle (rename into place, hard link, symlink): it may be a marker.
+func (d *Dataset) EntryAppeared(rel string) {
+	if !d.store.isMarker(rel) {
+		return
+	}
+	d.mu.Lock()
+	d.marker = true
+	if d.completing == "" {
+		d.completing = "marker " + rel
+	}
+	ready := d.writers == 0
+	d.mu.Unlock()
+	if ready {
+		d.store.finishCompletion(d)
+	}
+}
+
+// AddUsage adjusts the dataset's file and byte counts for changes the
+// application made outside a write handle (unlink, truncate by path).
+func (d *Dataset) AddUsage(files, bytes int64) {
+	d.mu.Lock()
+	d.files += files
+	d.bytes += bytes
+	d.mu.Unlock()
+}
+
+// Pin holds the dataset against eviction until the returned function is
+// called (exactly once). Encode and flush pin the dataset they work on.
+func (d *Dataset) Pin() (unpin func()) {
+	d.mu.Lock()
+	d.pins++
+	d.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.pins--
+			d.mu.Unlock()
+			d.store.evict()
+		})
+	}
+}
+
+// armIdleLocked starts the idle-completion timer when an idle rule is
+// configured and nothing is open. d.mu must be held.
+func (d *Dataset) armIdleLocked() {
+	wait := d.store.idle
+	if wait <= 0 || d.state != Writing || d.completing != "" {
+		return
+	}
+	if d.idle != nil {
+		d.idle.Stop()
+	}
+	d.idle = time.AfterFunc(wait, func() {
+		d.mu.Lock()
+		fire := d.writers == 0 && d.state == Writing && d.completing == "" && time.Since(d.lastClose) >= wait
+		if fire {
+			d.completing = "idle " + wait.String()
+		}
+		d.mu.Unlock()
+		if fire {
+			d.store.finishCompletion(d)
+		}
+	})
+}
+
+// Info is a snapshot of a dataset for reports and persistence.
+type Info struct {
+	ID         uint64      `json:"id"`
+	Name       string      `json:"name"`
+	Kind       Kind        `json:"kind"`
+	Root       string      `json:"root"`
+	State      State       `json:"state"`
+	Reason     string      `json:"reason,omitempty"`
+	Created    time.Time   `json:"created"`
+	Completed  time.Time   `json:"completed,omitzero"`
+	Files      int64       `json:"files"`
+	Bytes      int64       `json:"bytes"`
+	Writers    int         `json:"open_for_write"`
+	Completing string      `json:"completing,omitempty"`
+	Flush      FlushStatus `json:"flush,omitzero"`
+}
+
+// Info returns a snapshot of the dataset.
+func (d *Dataset) Info() Info {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.infoLocked()
+}
+
+func (d *Dataset) infoLocked() Info {
+	return Info{
+		ID: d.id, Name: d.name, Kind: d.route.Kind, Root: d.route.Root,
+		State: d.state, Reason: d.reason, Created: d.created, Completed: d.completed,
+		Files: d.files, Bytes: d.bytes, Writers: d.writers, Completing: d.completing,
+		Flush: d.flush,
+	}
+}

@@ -1,0 +1,118 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/scrfs/scrfs/layout"
+)
+
+const metaDirName = layout.MetaDir
+
+// usage is what a dataset directory holds, scrfs's own .scrfs excluded.
+type usage struct{ files, bytes int64 }
+
+// scanUsage counts regular files and their apparent sizes below dir.
+func scanUsage(dir string) (usage, error) {
+	var u usage
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && e.Name() == metaDirName && filepath.Dir(p) == dir {
+			return filepath.SkipDir
+		}
+		if e.Type().IsRegular() {
+			info, err := e.Info()
+			if err != nil {
+				return err
+			}
+			u.files++
+			u.bytes += info.Size()
+		}
+		return nil
+	})
+	return u, err
+}
+
+// removeEmptyDataset removes a dataset directory that holds nothing but
+// scrfs's own metadata.
+func removeEmptyDataset(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != metaDirName {
+			return ErrNotEmpty
+		}
+	}
+	return os.RemoveAll(dir)
+}
+
+func (s *Store) trashDir() string {
+	return filepath.Join(s.opts.CacheDir, metaDirName, "trash")
+}
+
+// toTrash moves a dataset directory out of the way in one rename; the bytes
+// are deleted later by emptyTrash, off every lock.
+func (s *Store) toTrash(dir string, id uint64) error {
+	if err := os.MkdirAll(s.trashDir(), 0o700); err != nil {
+		return err
+	}
+	dst := filepath.Join(s.trashDir(), strconv.FormatUint(id, 10)+"."+filepath.Base(dir))
+	if err := os.Rename(dir, dst); err != nil {
+		return fmt.Errorf("move %s to trash: %w", dir, err)
+	}
+	return nil
+}
+
+// emptyTrash deletes what toTrash moved aside, including leftovers of a
+// daemon that crashed before it got there.
+func (s *Store) emptyTrash() {
+	entries, err := os.ReadDir(s.trashDir())
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(s.trashDir(), e.Name())); err != nil {
+			s.log.Warn("empty cache trash", "entry", e.Name(), "err", err)
+		}
+	}
+}
+
+// NamespaceDirs returns the plain directories of the mount (those that are
+// not datasets) with their modes.
+func (s *Store) NamespaceDirs() map[string]uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint32, len(s.ns))
+	for p, m := range s.ns {
+		out[p] = m
+	}
+	return out
+}
+
+// AddNamespaceDir records a plain directory the application created at
+// mount-relative path p, so it survives a restart.
+func (s *Store) AddNamespaceDir(p string, mode uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ns[p] = mode
+	return s.persistLocked()
+}
+
+// RemoveNamespaceDir forgets a plain directory.
+func (s *Store) RemoveNamespaceDir(p string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.ns, p)
+	return s.persistLocked()
+}

@@ -1,0 +1,80 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+)
+
+// State is where a dataset is in its life. The zero value is not a state.
+type State string
+
+// The dataset states. Completed datasets (every state but Writing and Failed)
+// are read-only and count against the cache size.
+const (
+	Writing   State = "writing"   // the application may still create and write files
+	Complete  State = "complete"  // every file closed; read-only; not yet protected
+	Protected State = "protected" // redundancy applied across the set
+	Degraded  State = "degraded"  // redundancy applied with members missing, or not at all; see Reason
+	Failed    State = "failed"    // unusable; see Reason
+)
+
+// States lists every state, in lifecycle order, for reports and metrics.
+var States = []State{Writing, Complete, Protected, Degraded, Failed}
+
+// Completed reports whether s is a state of a dataset whose files are final.
+func (s State) Completed() bool {
+	return s == Complete || s == Protected || s == Degraded
+}
+
+func (s State) valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// canMove reports whether the state machine allows from → to.
+func canMove(from, to State) bool {
+	switch {
+	case to == Failed:
+		return from != Failed
+	case from == Writing:
+		return to == Complete
+	case from == Complete:
+		return to == Protected || to == Degraded
+	case from == Protected || from == Degraded:
+		// A later re-encode (after a rebuild, say) may change the verdict.
+		return to == Protected || to == Degraded
+	}
+	return false
+}
+
+// Sentinel errors of the store. The fs package maps them to errno values.
+var (
+	// ErrNoDataset: the path matches no dataset rule (EPERM at the mount).
+	ErrNoDataset = errors.New("path matches no dataset")
+	// ErrReadOnly: the dataset is complete and can no longer change (EROFS).
+	ErrReadOnly = errors.New("dataset is complete and read-only")
+	// ErrNotFound: no dataset of that name (ENOENT).
+	ErrNotFound = errors.New("no such dataset")
+	// ErrExists: a dataset of that name exists already (EEXIST).
+	ErrExists = errors.New("dataset exists")
+	// ErrNotEmpty: the dataset still has files (ENOTEMPTY).
+	ErrNotEmpty = errors.New("dataset is not empty")
+	// ErrClosed: the store has been closed (EIO).
+	ErrClosed = errors.New("cache store is closed")
+	// ErrLocked: another daemon holds the control directory.
+	ErrLocked = errors.New("control directory is in use by another scrfs daemon")
+)
+
+// TransitionError reports a state change the state machine does not allow.
+type TransitionError struct {
+	Dataset  string
+	From, To State
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("dataset %s: cannot go from %s to %s", e.Dataset, e.From, e.To)
+}

@@ -1,0 +1,337 @@
+package cache
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/layout"
+)
+
+// Rules are the completion rules of datasets.complete, in the form the store
+// applies them. `scrfs complete NAME` (RequestComplete) always works.
+type Rules struct {
+	Next    bool          // a newer dataset starting completes older writing ones
+	Rename  bool          // renaming a dataset completes it under its new name
+	Markers []string      // a file of this name at the dataset's top, once closed
+	Idle    time.Duration // no file open for writing for this long; 0 = off
+}
+
+// Options configure a Store.
+type Options struct {
+	CacheDir   string // <cache_base>/<user>/scrfs.<job>
+	ControlDir string // <control_base>/<user>/scrfs.<job>
+	CacheSize  int    // completed datasets kept; older ones are evicted
+	Router     *Router
+	Rules      Rules
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: no metrics
+
+	// OnComplete is called once for every dataset that completes, after its
+	// state is persisted. OnRemove is called for every dataset removed from
+	// the cache (evicted, failed, or removed because it was empty). Both run
+	// on the goroutine that caused the change and must not block.
+	OnComplete func(Info)
+	OnRemove   func(Info)
+}
+
+// Store is the node-local cache of datasets. Its methods are safe for
+// concurrent use.
+type Store struct {
+	opts    Options
+	log     *slog.Logger
+	idle    time.Duration
+	lock    *os.File
+	metrics *metrics
+
+	// mu protects the fields below and serialises writes of the state file.
+	mu       sync.Mutex
+	datasets map[string]*Dataset
+	failed   []Info // recent failures, newest last, for status
+	nextID   uint64
+	ns       map[string]uint32 // namespace directories (mount-relative path → mode)
+	closed   bool
+}
+
+// Open claims the control directory, loads the persisted state, reconciles it
+// with what is in the cache directory and returns the store. A dataset that
+// was complete before a crash is complete again; one that was being written
+// comes back as writing (never as complete).
+func Open(opts Options) (*Store, error) {
+	if opts.CacheSize < 1 {
+		return nil, fmt.Errorf("cache: cache size %d: must be at least 1", opts.CacheSize)
+	}
+	if opts.Router == nil {
+		return nil, fmt.Errorf("cache: no dataset router")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, dir := range []string{opts.CacheDir, opts.ControlDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+	}
+	s := &Store{
+		opts:     opts,
+		log:      opts.Logger,
+		idle:     opts.Rules.Idle,
+		datasets: make(map[string]*Dataset),
+		ns:       make(map[string]uint32),
+		nextID:   1,
+	}
+	lock, err := lockControlDir(opts.ControlDir)
+	if err != nil {
+		return nil, err
+	}
+	s.lock = lock
+	if err := s.recover(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.metrics = newMetrics(s, opts.Registerer)
+	go s.emptyTrash()
+	return s, nil
+}
+
+// Close stops timers and releases the control directory. Datasets stay on
+// disk with their persisted state.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for _, d := range s.datasets {
+		d.mu.Lock()
+		if d.idle != nil {
+			d.idle.Stop()
+		}
+		d.mu.Unlock()
+	}
+	s.mu.Unlock()
+	s.metrics.unregister()
+	return s.lock.Close()
+}
+
+// Router returns the store's dataset router.
+func (s *Store) Router() *Router { return s.opts.Router }
+
+// CacheDir returns the job's cache directory.
+func (s *Store) CacheDir() string { return s.opts.CacheDir }
+
+// Get returns the dataset called name, or nil.
+func (s *Store) Get(name string) *Dataset {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.datasets[name]
+}
+
+// Datasets returns every dataset in the cache, oldest first.
+func (s *Store) Datasets() []*Dataset {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sortedLocked()
+}
+
+// Failures returns the most recent failed datasets, oldest first.
+func (s *Store) Failures() []Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.failed)
+}
+
+func (s *Store) sortedLocked() []*Dataset {
+	out := make([]*Dataset, 0, len(s.datasets))
+	for _, d := range s.datasets {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b *Dataset) int { return cmpID(a.id, b.id) })
+	return out
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Obtain returns the writing dataset r names, creating it (and its cache
+// directory) when it does not exist. created reports a new dataset. With the
+// "next" rule, creating a dataset requests completion of every older dataset
+// still being written.
+func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if d := s.datasets[r.Name]; d != nil {
+		s.mu.Unlock()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		switch {
+		case d.route != r:
+			return nil, false, fmt.Errorf("dataset %s is anchored at %q, not %q: %w", r.Name, d.route.Root, r.Root, ErrExists)
+		case d.state != Writing:
+			return nil, false, fmt.Errorf("dataset %s: %w", r.Name, ErrReadOnly)
+		}
+		return d, false, nil
+	}
+	if err := layout.CheckDatasetName(r.Name); err != nil {
+		s.mu.Unlock()
+		return nil, false, fmt.Errorf("%w: %v", ErrNoDataset, err)
+	}
+	d = s.newDatasetLocked(r)
+	// State first, then the directory: a crash in between leaves a state
+	// entry whose directory recover() recreates, never an orphan.
+	if err := s.persistLocked(); err != nil {
+		delete(s.datasets, r.Name)
+		s.mu.Unlock()
+		return nil, false, err
+	}
+	if err := os.Mkdir(layout.DatasetDir(s.opts.CacheDir, r.Name), 0o700); err != nil && !os.IsExist(err) {
+		delete(s.datasets, r.Name)
+		s.persistLocked()
+		s.mu.Unlock()
+		return nil, false, fmt.Errorf("create dataset %s: %w", r.Name, err)
+	}
+	var older []*Dataset
+	if s.opts.Rules.Next {
+		for _, o := range s.datasets {
+			if o != d && o.id < d.id {
+				older = append(older, o)
+			}
+		}
+	}
+	s.mu.Unlock()
+	s.log.Info("dataset started", "dataset", r.Name, "kind", r.Kind, "root", r.Root, "id", d.id)
+	for _, o := range older {
+		s.requestComplete(o, "next dataset "+r.Name+" started")
+	}
+	return d, true, nil
+}
+
+// Ensure returns dataset name, creating it empty (anchored at the mount root
+// as a directory) when this node has not written it. A node that wrote
+// nothing for a checkpoint still takes part in its completion and redundancy.
+func (s *Store) Ensure(name string) (*Dataset, error) {
+	if d := s.Get(name); d != nil {
+		return d, nil
+	}
+	d, _, err := s.Obtain(Route{Name: name, Kind: KindDir, Root: name})
+	return d, err
+}
+
+func (s *Store) newDatasetLocked(r Route) *Dataset {
+	d := &Dataset{store: s, id: s.nextID, name: r.Name, route: r, state: Writing, created: time.Now()}
+	s.nextID++
+	s.datasets[r.Name] = d
+	return d
+}
+
+// Rename moves a writing dataset to a new route (the application renamed its
+// directory). With the "rename" rule the dataset then completes.
+func (s *Store) Rename(d *Dataset, to Route) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	if o := s.datasets[to.Name]; o != nil && o != d {
+		s.mu.Unlock()
+		return fmt.Errorf("rename to %s: %w", to.Name, ErrExists)
+	}
+	d.mu.Lock()
+	if d.state != Writing {
+		d.mu.Unlock()
+		s.mu.Unlock()
+		return fmt.Errorf("rename dataset %s: %w", d.name, ErrReadOnly)
+	}
+	from := d.name
+	if from != to.Name {
+		oldDir, newDir := layout.DatasetDir(s.opts.CacheDir, from), layout.DatasetDir(s.opts.CacheDir, to.Name)
+		if err := os.Rename(oldDir, newDir); err != nil {
+			d.mu.Unlock()
+			s.mu.Unlock()
+			return fmt.Errorf("rename dataset %s to %s: %w", from, to.Name, err)
+		}
+		delete(s.datasets, from)
+		s.datasets[to.Name] = d
+	}
+	d.name, d.route = to.Name, to
+	d.mu.Unlock()
+	err := s.persistLocked()
+	s.mu.Unlock()
+	s.log.Info("dataset renamed", "dataset", to.Name, "from", from)
+	if s.opts.Rules.Rename {
+		s.requestComplete(d, "renamed from "+from)
+	}
+	return err
+}
+
+// Remove deletes a writing dataset that holds no files (the application
+// removed its directory).
+func (s *Store) Remove(d *Dataset) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state != Writing {
+		return fmt.Errorf("remove dataset %s: %w", d.name, ErrReadOnly)
+	}
+	dir := layout.DatasetDir(s.opts.CacheDir, d.name)
+	if err := removeEmptyDataset(dir); err != nil {
+		return fmt.Errorf("remove dataset %s: %w", d.name, err)
+	}
+	d.removed = true
+	if d.idle != nil {
+		d.idle.Stop()
+	}
+	delete(s.datasets, d.name)
+	return s.persistLocked()
+}
+
+// RequestComplete asks for dataset name to complete (scrfs complete NAME). It
+// completes as soon as none of its files is open for writing.
+func (s *Store) RequestComplete(name, reason string) error {
+	d := s.Get(name)
+	if d == nil {
+		return fmt.Errorf("complete %s: %w", name, ErrNotFound)
+	}
+	s.requestComplete(d, reason)
+	return nil
+}
+
+func (s *Store) requestComplete(d *Dataset, reason string) {
+	d.mu.Lock()
+	if d.state != Writing || d.completing != "" {
+		d.mu.Unlock()
+		return
+	}
+	d.completing = reason
+	if d.idle != nil {
+		d.idle.Stop()
+		d.idle = nil
+	}
+	ready := d.writers == 0
+	name, writers := d.name, d.writers
+	d.mu.Unlock()
+	s.log.Info("dataset completion requested", "dataset", name, "reason", reason, "open_for_write", writers)
+	if ready {
+		s.finishCompletion(d)
+	}
+}
+
+func (s *Store) isMarker(rel string) bool {
+	return slices.Contains(s.opts.Rules.Markers, rel)
+}

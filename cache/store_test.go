@@ -1,0 +1,324 @@
+package cache
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testStore opens a store on temp dirs and records its hooks.
+type testStore struct {
+	*Store
+	opts Options
+
+	mu        sync.Mutex
+	completes []string
+	removes   []string
+	done      chan string // receives every completed dataset's name
+}
+
+func newTestStore(t *testing.T, rules Rules, cacheSize int) *testStore {
+	t.Helper()
+	base := t.TempDir()
+	ts := &testStore{done: make(chan string, 64)}
+	ts.opts = Options{
+		CacheDir:   filepath.Join(base, "cache"),
+		ControlDir: filepath.Join(base, "control"),
+		CacheSize:  cacheSize,
+		Router:     mustRouter(t, `^(?P<dataset>[^/]+)/`),
+		Rules:      rules,
+		OnComplete: func(i Info) {
+			ts.mu.Lock()
+			ts.completes = append(ts.completes, i.Name)
+			ts.mu.Unlock()
+			ts.done <- i.Name
+		},
+		OnRemove: func(i Info) {
+			ts.mu.Lock()
+			ts.removes = append(ts.removes, i.Name)
+			ts.mu.Unlock()
+		},
+	}
+	ts.reopen(t)
+	return ts
+}
+
+func (ts *testStore) reopen(t *testing.T) {
+	t.Helper()
+	if ts.Store != nil {
+		ts.Store.Close()
+	}
+	s, err := Open(ts.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.Store = s
+	t.Cleanup(func() { s.Close() })
+}
+
+// write creates a dataset file of n bytes through the Open/CloseWrite protocol.
+func (ts *testStore) write(t *testing.T, name, rel string, n int) *Dataset {
+	t.Helper()
+	d, _, err := ts.Obtain(Route{Name: name, Kind: KindDir, Root: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.OpenWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d.Dir(), rel), make([]byte, n), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.CloseWrite(rel, int64(n), true)
+	return d
+}
+
+func (ts *testStore) awaitComplete(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case got := <-ts.done:
+		if got != want {
+			t.Fatalf("completed %s, want %s", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("dataset %s never completed", want)
+	}
+}
+
+func TestNextRuleCompletesOlder(t *testing.T) {
+	ts := newTestStore(t, Rules{Next: true}, 2)
+	a := ts.write(t, "ckpt.1", "rank0", 100)
+	if a.State() != Writing {
+		t.Fatalf("state %s before the next dataset started", a.State())
+	}
+	ts.write(t, "ckpt.2", "rank0", 10)
+	ts.awaitComplete(t, "ckpt.1")
+	info := a.Info()
+	if info.State != Complete || info.Files != 1 || info.Bytes != 100 {
+		t.Fatalf("after next: %+v", info)
+	}
+	if err := a.OpenWrite(); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("OpenWrite on complete dataset: %v, want ErrReadOnly", err)
+	}
+}
+
+func TestCompletionWaitsForOpenFiles(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	d := ts.write(t, "ckpt.1", "a", 1)
+	if err := d.OpenWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.RequestComplete("ckpt.1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if d.State() != Writing {
+		t.Fatal("completed with a file open for writing")
+	}
+	d.CloseWrite("b", 0, true)
+	ts.awaitComplete(t, "ckpt.1")
+}
+
+func TestMarkerRule(t *testing.T) {
+	ts := newTestStore(t, Rules{Markers: []string{"COMPLETE", ".metadata"}}, 2)
+	d := ts.write(t, "ckpt.1", "rank0", 5)
+	ts.write(t, "ckpt.1", "sub_COMPLETE", 0) // not the marker
+	if d.State() != Writing {
+		t.Fatal("completed without marker")
+	}
+	ts.write(t, "ckpt.1", ".metadata", 3)
+	ts.awaitComplete(t, "ckpt.1")
+
+	d2 := ts.write(t, "ckpt.2", "x", 1)
+	d2.EntryAppeared("COMPLETE") // renamed into place
+	ts.awaitComplete(t, "ckpt.2")
+}
+
+func TestRenameRule(t *testing.T) {
+	ts := newTestStore(t, Rules{Rename: true}, 2)
+	d := ts.write(t, "ckpt.tmp", "rank0", 7)
+	if err := ts.Rename(d, Route{Name: "ckpt.100", Kind: KindDir, Root: "ckpt.100"}); err != nil {
+		t.Fatal(err)
+	}
+	ts.awaitComplete(t, "ckpt.100")
+	if _, err := os.Stat(filepath.Join(ts.CacheDir(), "ckpt.100", "rank0")); err != nil {
+		t.Fatalf("renamed dataset's file: %v", err)
+	}
+	if ts.Get("ckpt.tmp") != nil {
+		t.Fatal("old name still known")
+	}
+}
+
+func TestIdleRule(t *testing.T) {
+	ts := newTestStore(t, Rules{Idle: 50 * time.Millisecond}, 2)
+	d := ts.write(t, "ckpt.1", "a", 1)
+	// A writer that stays open holds completion off.
+	if err := d.OpenWrite(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-ts.done:
+		t.Fatalf("%s completed while a file was open", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+	d.CloseWrite("b", 0, true)
+	ts.awaitComplete(t, "ckpt.1")
+}
+
+func TestEvictionKeepsCacheSize(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	for _, n := range []string{"c1", "c2", "c3"} {
+		ts.write(t, n, "f", 10)
+		if err := ts.RequestComplete(n, "test"); err != nil {
+			t.Fatal(err)
+		}
+		ts.awaitComplete(t, n)
+	}
+	if ts.Get("c1") != nil {
+		t.Fatal("oldest completed dataset not evicted")
+	}
+	if _, err := os.Stat(filepath.Join(ts.CacheDir(), "c1")); !os.IsNotExist(err) {
+		t.Fatalf("evicted dataset directory still there: %v", err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.removes) != 1 || ts.removes[0] != "c1" {
+		t.Fatalf("OnRemove calls %v, want [c1]", ts.removes)
+	}
+}
+
+func TestEvictionSkipsPinned(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.write(t, "c1", "f", 1)
+	ts.RequestComplete("c1", "t")
+	ts.awaitComplete(t, "c1")
+	unpin := ts.Get("c1").Pin()
+	ts.write(t, "c2", "f", 1)
+	ts.RequestComplete("c2", "t")
+	ts.awaitComplete(t, "c2")
+	if ts.Get("c1") == nil {
+		t.Fatal("pinned dataset evicted")
+	}
+	unpin()
+	if ts.Get("c1") != nil {
+		t.Fatal("dataset not evicted after unpin")
+	}
+}
+
+func TestRecoveryAfterCrash(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	ts.write(t, "done", "f", 42)
+	ts.RequestComplete("done", "t")
+	ts.awaitComplete(t, "done")
+	if err := ts.SetState("done", Protected, ""); err != nil {
+		t.Fatal(err)
+	}
+	w := ts.write(t, "busy", "f", 3)
+	if err := w.OpenWrite(); err != nil { // open when the daemon "dies"
+		t.Fatal(err)
+	}
+	ts.RequestComplete("busy", "t") // completing, but not complete
+
+	ts.reopen(t) // the old store is simply abandoned, as after SIGKILL
+
+	if got := ts.Get("done").Info(); got.State != Protected || got.Bytes != 42 || got.Files != 1 {
+		t.Fatalf("completed dataset after restart: %+v", got)
+	}
+	if got := ts.Get("busy").Info(); got.State != Writing || got.Writers != 0 {
+		t.Fatalf("dataset being written after restart: %+v", got)
+	}
+	// Ids keep increasing across restarts.
+	d, _, err := ts.Obtain(Route{Name: "new", Kind: KindDir, Root: "new"})
+	if err != nil || d.ID() <= ts.Get("busy").ID() {
+		t.Fatalf("new dataset id %d after %d: %v", d.ID(), ts.Get("busy").ID(), err)
+	}
+}
+
+func TestRecoveryLostDirectory(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	ts.write(t, "gone", "f", 1)
+	ts.RequestComplete("gone", "t")
+	ts.awaitComplete(t, "gone")
+	os.RemoveAll(filepath.Join(ts.CacheDir(), "gone"))
+	ts.reopen(t)
+	if ts.Get("gone") != nil {
+		t.Fatal("dataset with missing directory still listed")
+	}
+	if f := ts.Failures(); len(f) != 1 || f[0].Name != "gone" || f[0].Reason == "" {
+		t.Fatalf("failures %+v", f)
+	}
+}
+
+func TestCorruptStateAdoptsAsWriting(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	ts.write(t, "c1", "f", 1)
+	ts.RequestComplete("c1", "t")
+	ts.awaitComplete(t, "c1")
+	ts.Close()
+	os.WriteFile(filepath.Join(ts.opts.ControlDir, "state.json"), []byte("{garbage"), 0o600)
+	ts.Store = nil
+	ts.reopen(t)
+	if got := ts.Get("c1"); got == nil || got.State() != Writing {
+		t.Fatalf("dataset after corrupt state: %+v", got)
+	}
+	matches, _ := filepath.Glob(filepath.Join(ts.opts.ControlDir, "state.json.corrupt-*"))
+	if len(matches) != 1 {
+		t.Fatalf("corrupt state not moved aside: %v", matches)
+	}
+}
+
+func TestSecondDaemonRefused(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	_, err := Open(ts.opts)
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+}
+
+func TestStateMachine(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	ts.write(t, "c", "f", 1)
+	var te *TransitionError
+	if err := ts.SetState("c", Protected, ""); !errors.As(err, &te) {
+		t.Fatalf("writing → protected allowed: %v", err)
+	}
+	ts.RequestComplete("c", "t")
+	ts.awaitComplete(t, "c")
+	if err := ts.SetState("c", Degraded, "member 2 missing"); err != nil {
+		t.Fatal(err)
+	}
+	if got := ts.Get("c").Info(); got.State != Degraded || got.Reason != "member 2 missing" {
+		t.Fatalf("%+v", got)
+	}
+	if err := ts.Fail("c", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	if ts.Get("c") != nil {
+		t.Fatal("failed dataset still in cache")
+	}
+}
+
+func TestRemoveEmptyDataset(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	d := ts.write(t, "c", "f", 1)
+	if err := ts.Remove(d); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("Remove of non-empty dataset: %v", err)
+	}
+	os.Remove(filepath.Join(d.Dir(), "f"))
+	if err := ts.Remove(d); err != nil {
+		t.Fatal(err)
+	}
+	if ts.Get("c") != nil {
+		t.Fatal("removed dataset still known")
+	}
+}
+
+func TestRouterRegexpRejectsEmptyName(t *testing.T) {
+	r, _ := NewRouter(regexp.MustCompile(`^x(?P<dataset>\d*)/`))
+	if _, err := r.Route("x", true); !errors.Is(err, ErrNoDataset) {
+		t.Fatalf("empty dataset name routed: %v", err)
+	}
+}

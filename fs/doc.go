@@ -1,0 +1,31 @@
+// Package fs is the FUSE face of scrfs: a go-fuse node tree that shows the
+// node-local cache as one file system and routes every new entry into its
+// dataset.
+//
+// # Node model
+//
+// Two kinds of nodes make up the tree.
+//
+//   - nsNode: a plain directory of the mount that is not a dataset (the mount
+//     root, or a directory such as "ckpt" that holds flat datasets' files).
+//     It lives in memory (its existence is persisted by the cache store) and
+//     computes its entries from the store on every lookup and readdir, so the
+//     tree never has to be rebuilt after a restart, an eviction or a rebuild.
+//   - dsNode: a file, directory or symlink that belongs to a dataset. It is a
+//     loopback onto the dataset's cache directory: its backing path is the
+//     dataset's directory joined with its path below the dataset's anchor (the
+//     dataset's root node for directory datasets, the shared namespace
+//     directory for flat ones).
+//
+// Files are served by a handle over the cache file's descriptor. When the
+// kernel supports FUSE passthrough (Linux ≥ 6.9) and the daemon may use it
+// (CAP_SYS_ADMIN), reads and writes go straight to the cache file; the daemon
+// still sees every open and release, which is all completion needs, and
+// measures what a file grew by from its size at release.
+//
+// # Errors
+//
+// Every method returns syscall.Errno; Go errors from the cache store are
+// mapped in exactly one place, toErrno. go-fuse types stay inside this
+// package.
+package fs

@@ -1,0 +1,177 @@
+package fs
+
+import (
+	"context"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/scrfs/scrfs/cache"
+	"golang.org/x/sys/unix"
+)
+
+// The helpers below create and remove cache entries for both node kinds: a
+// flat dataset's files sit under a namespace node, all others under a
+// dataset node, but the cache side is the same.
+
+// entryNode returns the node for the existing cache entry at p, which
+// belongs to dataset d, as a child of parent.
+func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, p string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return nil, f.toErrno(err)
+	}
+	out.Attr.FromStat(&st)
+	return parent.NewInode(ctx, &dsNode{fsys: f, ds: d}, stableOf(&st)), 0
+}
+
+// create creates and opens the cache file rel of dataset d as a child of
+// parent.
+func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, rel string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	if err := d.OpenWrite(); err != nil {
+		return nil, nil, 0, f.toErrno(err)
+	}
+	dir := d.Dir()
+	p := filepath.Join(dir, rel)
+	fd, err := openBeneath(dir, rel, int(flags&^syscall.O_APPEND)|syscall.O_CREAT, mode)
+	if err != nil {
+		d.CloseWrite("", 0, false)
+		return nil, nil, 0, f.toErrno(err)
+	}
+	preserveOwner(ctx, p)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		d.CloseWrite("", 0, false)
+		return nil, nil, 0, f.toErrno(err)
+	}
+	out.Attr.FromStat(&st)
+	node := &dsNode{fsys: f, ds: d}
+	ch := parent.NewInode(ctx, node, stableOf(&st))
+	if n, ok := ch.Operations().(*dsNode); ok {
+		node = n // the inode was known already (a hard link)
+	}
+	h := &handle{fsys: f, node: node, fd: fd, write: true, created: true, size0: st.Size}
+	f.metrics.created.Inc()
+	return ch, h, 0, 0
+}
+
+// mknod creates a non-opened entry at p (rel inside d).
+func (f *FS) mknod(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, p, rel string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if !d.Writable() {
+		return nil, syscall.EROFS
+	}
+	if err := syscall.Mknod(p, mode, int(rdev)); err != nil {
+		return nil, f.toErrno(err)
+	}
+	preserveOwner(ctx, p)
+	if mode&syscall.S_IFMT == syscall.S_IFREG {
+		d.AddUsage(1, 0)
+	}
+	d.EntryAppeared(rel)
+	return f.entryNode(ctx, parent, d, p, out)
+}
+
+// symlink creates a symbolic link at p (rel inside d).
+func (f *FS) symlink(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, p, rel, target string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if !d.Writable() {
+		return nil, syscall.EROFS
+	}
+	if err := syscall.Symlink(target, p); err != nil {
+		return nil, f.toErrno(err)
+	}
+	preserveOwner(ctx, p)
+	d.EntryAppeared(rel)
+	return f.entryNode(ctx, parent, d, p, out)
+}
+
+// link hard-links target's cache entry at p (rel inside target's dataset).
+func (f *FS) link(ctx context.Context, parent *gofs.Inode, target *dsNode, p, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if !target.ds.Writable() {
+		return nil, syscall.EROFS
+	}
+	if _, ok := target.rel(); !ok {
+		return nil, syscall.ENOENT
+	}
+	if err := syscall.Link(target.path(), p); err != nil {
+		return nil, f.toErrno(err)
+	}
+	target.ds.EntryAppeared(rel)
+	return f.entryNode(ctx, parent, target.ds, p, out)
+}
+
+// unlink removes the cache entry p of dataset d and its bytes from d's tally.
+func (f *FS) unlink(d *cache.Dataset, p string) syscall.Errno {
+	if !d.Writable() {
+		return syscall.EROFS
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return f.toErrno(err)
+	}
+	if err := syscall.Unlink(p); err != nil {
+		return f.toErrno(err)
+	}
+	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink == 1 {
+		d.AddUsage(-1, -st.Size)
+	}
+	return 0
+}
+
+// setattrPath applies a SETATTR without an open handle to cache path p.
+// Truncation comes before times, so an explicit mtime survives it.
+func setattrPath(p string, in *fuse.SetAttrIn) error {
+	if m, ok := in.GetMode(); ok {
+		if err := syscall.Chmod(p, m); err != nil {
+			return err
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := syscall.Lchown(p, u, g); err != nil {
+			return err
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		if err := syscall.Truncate(p, int64(sz)); err != nil {
+			return err
+		}
+	}
+	return setTimes(func(ts []unix.Timespec) error {
+		return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+	}, in)
+}
+
+// setTimes applies the atime and mtime of a SETATTR, leaving the one not
+// given unchanged (UTIME_OMIT) and honouring "now".
+func setTimes(apply func([]unix.Timespec) error, in *fuse.SetAttrIn) error {
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, {Nsec: unix.UTIME_OMIT}}
+	set := false
+	if in.Valid&fuse.FATTR_ATIME != 0 {
+		ts[0], set = timespecOf(in.Valid&fuse.FATTR_ATIME_NOW != 0, in.Atime, in.Atimensec), true
+	}
+	if in.Valid&fuse.FATTR_MTIME != 0 {
+		ts[1], set = timespecOf(in.Valid&fuse.FATTR_MTIME_NOW != 0, in.Mtime, in.Mtimensec), true
+	}
+	if !set {
+		return nil
+	}
+	return apply(ts)
+}
+
+func timespecOf(now bool, sec uint64, nsec uint32) unix.Timespec {
+	if now {
+		return unix.Timespec{Nsec: unix.UTIME_NOW}
+	}
+	return unix.NsecToTimespec(time.Unix(int64(sec), int64(nsec)).UnixNano())
+}

@@ -1,0 +1,174 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// handle is one open of a dataset file: the cache file's descriptor. go-fuse
+// waits for every in-flight operation on a handle before Release, so fd is
+// never used after it is closed.
+type handle struct {
+	fsys    *FS
+	node    *dsNode
+	fd      int   // owned; closed by Release
+	write   bool  // counted as a writer of the dataset (OpenWrite)
+	created bool  // this open created the file
+	size0   int64 // size at open, to measure growth under passthrough
+}
+
+func (f *FS) newHandle(n *dsNode, fd int, write, created bool) (*handle, syscall.Errno) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		syscall.Close(fd)
+		if write {
+			n.ds.CloseWrite("", 0, false)
+		}
+		return nil, f.toErrno(err)
+	}
+	return &handle{fsys: f, node: n, fd: fd, write: write, created: created, size0: st.Size}, 0
+}
+
+// PassthroughFd offers the cache file to the kernel, which then serves reads
+// and writes without the daemon (go-fuse registers it once per inode).
+func (h *handle) PassthroughFd() (int, bool) { return h.fd, h.fsys.passthrough }
+
+// Read reads from the cache file.
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
+	defer h.fsys.observe(opRead, time.Now(), &errno)
+	n, err := syscall.Pread(h.fd, dest, off)
+	if err != nil {
+		return nil, h.fsys.toErrno(err)
+	}
+	h.fsys.metrics.read.Add(float64(n))
+	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// Write writes to the cache file. A full cache device fails the write with
+// ENOSPC, as a local file system would.
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
+	defer h.fsys.observe(opWrite, time.Now(), &errno)
+	n, err := syscall.Pwrite(h.fd, data, off)
+	if n > 0 {
+		h.fsys.metrics.written.Add(float64(n))
+	}
+	if err != nil {
+		return uint32(max(n, 0)), h.fsys.toErrno(err)
+	}
+	return uint32(n), 0
+}
+
+// Flush answers ENOSYS once, after which the kernel stops sending FLUSH on
+// every close(2): nothing is buffered in the daemon, so a flush would only
+// cost a round trip. Release still reports every close.
+func (h *handle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
+
+// Release closes the cache file and tells the dataset a writer is gone,
+// with how much the file grew.
+func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
+	defer h.fsys.observe(opRelease, time.Now(), &errno)
+	if h.write {
+		var grew int64
+		var st syscall.Stat_t
+		if syscall.Fstat(h.fd, &st) == nil {
+			grew = st.Size - h.size0
+		}
+		rel, _ := h.node.rel()
+		h.node.ds.CloseWrite(rel, grew, h.created)
+	}
+	return h.fsys.toErrno(syscall.Close(h.fd))
+}
+
+// fsyncFdatasync is FUSE_FSYNC_FDATASYNC of the kernel's fuse.h, which
+// go-fuse does not name.
+const fsyncFdatasync = 1
+
+func (h *handle) fsync(flags uint32) syscall.Errno {
+	if flags&fsyncFdatasync != 0 {
+		return h.fsys.toErrno(syscall.Fdatasync(h.fd))
+	}
+	return h.fsys.toErrno(syscall.Fsync(h.fd))
+}
+
+// Fsync syncs the cache file.
+func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	defer h.fsys.observe(opFsync, time.Now(), &errno)
+	return h.fsync(flags)
+}
+
+func (h *handle) getattr(out *fuse.AttrOut) syscall.Errno {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(h.fd, &st); err != nil {
+		return h.fsys.toErrno(err)
+	}
+	out.FromStat(&st)
+	return 0
+}
+
+// setattr applies a SETATTR through the descriptor (ftruncate and friends).
+func (h *handle) setattr(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if m, ok := in.GetMode(); ok {
+		if err := syscall.Fchmod(h.fd, m); err != nil {
+			return h.fsys.toErrno(err)
+		}
+	}
+	uid, uok := in.GetUID()
+	gid, gok := in.GetGID()
+	if uok || gok {
+		u, g := -1, -1
+		if uok {
+			u = int(uid)
+		}
+		if gok {
+			g = int(gid)
+		}
+		if err := syscall.Fchown(h.fd, u, g); err != nil {
+			return h.fsys.toErrno(err)
+		}
+	}
+	if sz, ok := in.GetSize(); ok {
+		if err := syscall.Ftruncate(h.fd, int64(sz)); err != nil {
+			return h.fsys.toErrno(err)
+		}
+	}
+	err := setTimes(func(ts []unix.Timespec) error { return futimens(h.fd, ts) }, in)
+	if err != nil {
+		return h.fsys.toErrno(err)
+	}
+	return h.getattr(out)
+}
+
+// Allocate preallocates space (fallocate), so a writer that reserves its
+// checkpoint's size learns of a full cache before writing.
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
+	defer h.fsys.observe(opAllocate, time.Now(), &errno)
+	if !h.node.ds.Writable() {
+		return syscall.EROFS
+	}
+	return h.fsys.toErrno(syscall.Fallocate(h.fd, mode, int64(off), int64(size)))
+}
+
+// Lseek serves SEEK_DATA and SEEK_HOLE, so sparse checkpoints copy sparsely.
+func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (pos uint64, errno syscall.Errno) {
+	defer h.fsys.observe(opLseek, time.Now(), &errno)
+	n, err := unix.Seek(h.fd, int64(off), int(whence))
+	if err != nil {
+		return 0, h.fsys.toErrno(err)
+	}
+	return uint64(n), 0
+}
+
+// futimens is utimensat(fd, NULL, ts, 0): set times through a descriptor
+// with nanosecond precision, which x/sys/unix does not wrap.
+func futimens(fd int, ts []unix.Timespec) error {
+	_, _, e := unix.Syscall6(unix.SYS_UTIMENSAT, uintptr(fd), 0, uintptr(unsafe.Pointer(&ts[0])), 0, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package fs
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/cache"
+)
+
+// Options configure an FS.
+type Options struct {
+	Store      *cache.Store
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: no metrics exported
+	// Passthrough offers the kernel the cache file's descriptor on open, so
+	// reads and writes bypass the daemon where the kernel allows it.
+	Passthrough bool
+}
+
+// FS is one mounted scrfs file system: the per-mount state every node
+// shares.
+type FS struct {
+	store       *cache.Store
+	router      *cache.Router
+	log         *slog.Logger
+	metrics     *metrics
+	passthrough bool
+	owner       owner // of namespace directories
+	root        *nsNode
+	unknownErrs sync.Map // error texts already logged by toErrno
+
+	// server is set once mounted; nodes use it for kernel notifications.
+	server *fuse.Server
+}
+
+// owner is who namespace directories belong to: the daemon's user.
+type owner struct{ uid, gid uint32 }
+
+// New returns an FS serving the datasets of opts.Store.
+func New(opts Options) *FS {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &FS{
+		store:       opts.Store,
+		router:      opts.Store.Router(),
+		log:         opts.Logger,
+		metrics:     newMetrics(opts.Registerer),
+		passthrough: opts.Passthrough,
+		owner:       owner{uint32(os.Getuid()), uint32(os.Getgid())},
+	}
+	f.root = f.newNSNode(0o755)
+	return f
+}
+
+// Close unregisters the FS's metrics.
+func (f *FS) Close(reg prometheus.Registerer) {
+	if reg == nil {
+		return
+	}
+	for _, c := range f.metrics.all {
+		reg.Unregister(c)
+	}
+}
+
+// statfs reports the cache file system, so df on the mount shows the space
+// checkpoints really have.
+func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(f.store.CacheDir(), &st); err != nil {
+		return f.toErrno(err)
+	}
+	out.FromStatfsT(&st)
+	return 0
+}
+
+// stableOf identifies a cache entry to go-fuse: its inode number, so hard
+// links share one node. Namespace directories use go-fuse's automatic
+// numbers, which start at 2^63 and cannot collide.
+func stableOf(st *syscall.Stat_t) gofs.StableAttr {
+	return gofs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: st.Ino}
+}
+
+// preserveOwner gives a new cache entry to the calling user when the daemon
+// runs as root, as a local file system would.
+func preserveOwner(ctx context.Context, path string) {
+	if os.Getuid() != 0 {
+		return
+	}
+	if caller, ok := fuse.FromContext(ctx); ok {
+		syscall.Lchown(path, int(caller.Uid), int(caller.Gid))
+	}
+}

@@ -1,0 +1,250 @@
+package fs
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// MountOptions configure how an FS is mounted.
+type MountOptions struct {
+	// MaxWrite is the largest WRITE the kernel sends (go-fuse allows 1 MiB):
+	// fewer, larger requests on the daemon data path.
+	MaxWrite        int
+	EntryTimeout    time.Duration
+	AttrTimeout     time.Duration
+	NegativeTimeout time.Duration
+	AllowOther      bool
+	Debug           bool // log every FUSE request
+	// Passthrough is "auto" (use it when the kernel and privileges allow),
+	// "on" (fail the mount without it) or "off".
+	Passthrough string
+	// Method is "auto" (direct mount(2) as root, fusermount3 otherwise),
+	// "direct" or "fusermount".
+	Method string
+}
+
+// Mount is a mounted FS.
+type Mount struct {
+	fsys        *FS
+	dir         string
+	server      *fuse.Server
+	passthrough bool
+	log         *slog.Logger
+}
+
+// Mount mounts the FS on dir and serves it until Unmount. A stale mount left
+// at dir by a daemon that crashed is detected and replaced; a live one is an
+// error. dir is created if it does not exist.
+func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareMountpoint(dir, f.log); err != nil {
+		return nil, err
+	}
+	direct := o.Method == "direct" || (o.Method != "fusermount" && os.Geteuid() == 0)
+	if !direct {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			return nil, fmt.Errorf("mount %s: fusermount3 not found: a non-root user needs it to mount FUSE file systems (Debian/Ubuntu: apt-get install fuse3)", dir)
+		}
+	}
+	mountOpts := []string{"default_permissions"}
+	if o.AllowOther {
+		mountOpts = append(mountOpts, "allow_other")
+	}
+	opts := &gofs.Options{
+		EntryTimeout:    &o.EntryTimeout,
+		AttrTimeout:     &o.AttrTimeout,
+		NegativeTimeout: &o.NegativeTimeout,
+		Logger:          slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+		MountOptions: fuse.MountOptions{
+			FsName:        f.store.CacheDir(),
+			Name:          "scrfs",
+			MaxWrite:      o.MaxWrite,
+			MaxReadAhead:  o.MaxWrite,
+			MaxBackground: 64, // async releases and reads in flight at once
+			DisableXAttrs: true,
+			DirectMount:   direct,
+			Options:       mountOpts,
+			Debug:         o.Debug,
+			Logger:        slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+		},
+	}
+	f.passthrough = false // decided below, once the kernel has answered INIT
+	server, err := gofs.Mount(dir, f.root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	f.server = server
+	m := &Mount{fsys: f, dir: dir, server: server, log: f.log}
+	if o.Passthrough != "off" {
+		why := m.probePassthrough()
+		if why != "" && o.Passthrough == "on" {
+			m.Unmount()
+			return nil, fmt.Errorf("mount %s: fuse.passthrough = \"on\" but %s", dir, why)
+		}
+		if why != "" {
+			f.log.Info("FUSE passthrough unavailable; serving data through the daemon", "why", why)
+		}
+	}
+	f.passthrough = m.passthrough
+	return m, nil
+}
+
+// probePassthrough checks that the kernel offered passthrough and that this
+// process may register backing files (CAP_SYS_ADMIN). It returns why not,
+// or "" when passthrough is on.
+func (m *Mount) probePassthrough() string {
+	if m.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		return "the kernel does not offer it (needs Linux >= 6.9)"
+	}
+	probe, err := os.CreateTemp(m.fsys.store.CacheDir(), ".passthrough-probe-*")
+	if err != nil {
+		return "cannot create a probe file: " + err.Error()
+	}
+	defer os.Remove(probe.Name())
+	defer probe.Close()
+	id, errno := m.server.RegisterBackingFd(&fuse.BackingMap{Fd: int32(probe.Fd())})
+	if errno != 0 {
+		return "registering a backing file failed (" + errno.Error() + "; it needs CAP_SYS_ADMIN)"
+	}
+	m.server.UnregisterBackingFd(id)
+	m.passthrough = true
+	return ""
+}
+
+// Passthrough reports whether reads and writes bypass the daemon.
+func (m *Mount) Passthrough() bool { return m.passthrough }
+
+// Dir returns the mountpoint.
+func (m *Mount) Dir() string { return m.dir }
+
+// Wait blocks until the file system is unmounted.
+func (m *Mount) Wait() { m.server.Wait() }
+
+// lazyWait bounds how long Unmount waits for the kernel to let go of a
+// lazily detached mount; the daemon's exit then aborts the connection.
+const lazyWait = 2 * time.Second
+
+// Unmount unmounts the file system. When the mountpoint is busy (a shell
+// inside it, a file still open) go-fuse retries for a while; then the mount
+// is detached lazily, so it disappears from the namespace at once and the
+// kernel lets go when its last user does. It reports which happened.
+func (m *Mount) Unmount() error {
+	err := m.server.Unmount()
+	if err == nil {
+		return nil
+	}
+	m.log.Warn("mountpoint busy; detaching it lazily (processes using it keep it until they let go)",
+		"mountpoint", m.dir, "err", strings.TrimSpace(err.Error()))
+	if err := detach(m.dir); err != nil {
+		return fmt.Errorf("unmount %s: %w", m.dir, err)
+	}
+	done := make(chan struct{})
+	go func() { m.server.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(lazyWait):
+	}
+	return nil
+}
+
+// detach lazily unmounts dir: umount2(MNT_DETACH) as root, fusermount3 -uz
+// otherwise.
+func detach(dir string) error {
+	if os.Geteuid() == 0 {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err == nil {
+			return nil
+		}
+	}
+	out, err := exec.Command("fusermount3", "-u", "-z", dir).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("fusermount3 -u -z: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// prepareMountpoint makes dir usable as a mountpoint: created if missing, a
+// stale FUSE mount (its daemon gone: ENOTCONN) detached, a live mount
+// refused.
+func prepareMountpoint(dir string, log *slog.Logger) error {
+	_, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED):
+		if err := detach(dir); err != nil {
+			return fmt.Errorf("mountpoint %s holds a stale FUSE mount that could not be removed: %w", dir, err)
+		}
+		log.Warn("replaced a stale mount left by a daemon that is gone", "mountpoint", dir)
+		_, err = os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("mountpoint %s: %w", dir, err)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create mountpoint: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("mountpoint %s: %w", dir, err)
+	}
+	if fstype, mounted := mountedAt(dir); mounted && strings.HasPrefix(fstype, "fuse") {
+		return fmt.Errorf("mountpoint %s is already mounted (%s) and its daemon is alive; unmount it first (fusermount3 -u %s)", dir, fstype, dir)
+	}
+	return nil
+}
+
+// mountedAt reports whether something is mounted exactly at dir, and its
+// file system type, from /proc/self/mountinfo.
+func mountedAt(dir string) (fstype string, ok bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || unescapeMountinfo(fields[4]) != dir {
+			continue
+		}
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) {
+				fstype, ok = fields[i+1], true
+			}
+		}
+	}
+	return fstype, ok
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &v); err == nil {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,101 @@
+package fs
+
+import (
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+)
+
+// requireFUSE skips a test that needs a kernel FUSE mount where none can be
+// made, saying why.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("/dev/fuse not available")
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			t.Skip("fusermount3 not found (apt-get install fuse3)")
+		}
+	}
+}
+
+// testMount is a mounted FS over a fresh cache, with its store's completions
+// delivered on a channel.
+type testMount struct {
+	dir       string
+	store     *cache.Store
+	m         *Mount
+	completed chan string
+}
+
+type mountConfig struct {
+	match       string
+	rules       cache.Rules
+	passthrough string
+	cacheSize   int
+}
+
+// mountTest mounts an FS on a temp dir and unmounts it in Cleanup. FUSE
+// debug output appears only under -v.
+func mountTest(t *testing.T, mc mountConfig) *testMount {
+	t.Helper()
+	requireFUSE(t)
+	if mc.match == "" {
+		mc.match = `^(?P<dataset>[^/]+)/`
+	}
+	if mc.passthrough == "" {
+		mc.passthrough = "off"
+	}
+	if mc.cacheSize == 0 {
+		mc.cacheSize = 4
+	}
+	base := t.TempDir()
+	router, err := cache.NewRouter(regexp.MustCompile(mc.match))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := &testMount{dir: filepath.Join(base, "mnt"), completed: make(chan string, 16)}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	tm.store, err = cache.Open(cache.Options{
+		CacheDir: filepath.Join(base, "cache"), ControlDir: filepath.Join(base, "control"),
+		CacheSize: mc.cacheSize, Router: router, Rules: mc.rules, Logger: log,
+		OnComplete: func(i cache.Info) { tm.completed <- i.Name },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := New(Options{Store: tm.store, Logger: log})
+	tm.m, err = fsys.Mount(tm.dir, MountOptions{
+		MaxWrite: 1 << 20, EntryTimeout: time.Second, AttrTimeout: time.Second, NegativeTimeout: time.Second,
+		Passthrough: mc.passthrough, Debug: testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tm.m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+		tm.store.Close()
+	})
+	return tm
+}
+
+func (tm *testMount) awaitComplete(t *testing.T, name string) {
+	t.Helper()
+	select {
+	case got := <-tm.completed:
+		if got != name {
+			t.Fatalf("completed %s, want %s", got, name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("dataset %s did not complete", name)
+	}
+}

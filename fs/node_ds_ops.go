@@ -1,0 +1,149 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+)
+
+// Mkdir creates a directory inside a dataset.
+func (n *dsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
+	defer n.fsys.observe(opMkdir, time.Now(), &errno)
+	if errno := n.mutable(name); errno != 0 {
+		return nil, errno
+	}
+	p, _ := n.child(name)
+	if err := syscall.Mkdir(p, mode); err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
+	preserveOwner(ctx, p)
+	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, p, out)
+}
+
+// Rmdir removes a directory inside a dataset.
+func (n *dsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
+	defer n.fsys.observe(opRmdir, time.Now(), &errno)
+	if errno := n.mutable(name); errno != 0 {
+		return errno
+	}
+	p, _ := n.child(name)
+	return n.fsys.toErrno(syscall.Rmdir(p))
+}
+
+// Create creates and opens a file inside a dataset.
+func (n *dsNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *gofs.Inode, fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+	defer n.fsys.observe(opCreate, time.Now(), &errno)
+	if n.hidden(name) {
+		return nil, nil, 0, syscall.EPERM
+	}
+	_, rel := n.child(name)
+	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, rel, flags, mode, out)
+}
+
+// Mknod creates a special file (or a regular file without opening it).
+func (n *dsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
+	defer n.fsys.observe(opMknod, time.Now(), &errno)
+	if errno := n.mutable(name); errno != 0 {
+		return nil, errno
+	}
+	p, rel := n.child(name)
+	return n.fsys.mknod(ctx, n.EmbeddedInode(), n.ds, p, rel, mode, rdev, out)
+}
+
+// Symlink creates a symbolic link inside a dataset.
+func (n *dsNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
+	defer n.fsys.observe(opSymlink, time.Now(), &errno)
+	if errno := n.mutable(name); errno != 0 {
+		return nil, errno
+	}
+	p, rel := n.child(name)
+	return n.fsys.symlink(ctx, n.EmbeddedInode(), n.ds, p, rel, target, out)
+}
+
+// Link makes a hard link to a file of the same dataset.
+func (n *dsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
+	defer n.fsys.observe(opLink, time.Now(), &errno)
+	t, ok := target.(*dsNode)
+	if !ok || t.ds != n.ds {
+		return nil, syscall.EXDEV
+	}
+	if errno := n.mutable(name); errno != 0 {
+		return nil, errno
+	}
+	p, rel := n.child(name)
+	return n.fsys.link(ctx, n.EmbeddedInode(), t, p, rel, out)
+}
+
+// Unlink removes a file inside a dataset.
+func (n *dsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	defer n.fsys.observe(opUnlink, time.Now(), &errno)
+	if n.hidden(name) {
+		return syscall.ENOENT
+	}
+	p, _ := n.child(name)
+	return n.fsys.unlink(n.ds, p)
+}
+
+// Rename moves an entry within its dataset; between datasets it is EXDEV.
+func (n *dsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	defer n.fsys.observe(opRename, time.Now(), &errno)
+	np, ok := newParent.(*dsNode)
+	if !ok || np.ds != n.ds {
+		return syscall.EXDEV
+	}
+	if n.hidden(name) || np.hidden(newName) {
+		return syscall.EPERM
+	}
+	if errno := n.writable(); errno != 0 {
+		return errno
+	}
+	from, _ := n.child(name)
+	to, rel := np.child(newName)
+	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, uint(flags)); err != nil {
+		return n.fsys.toErrno(err)
+	}
+	n.ds.EntryAppeared(rel)
+	return 0
+}
+
+// Open opens a dataset file. Opening for writing (or with O_TRUNC) counts as
+// a writer of the dataset and fails with EROFS once it is complete.
+func (n *dsNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+	defer n.fsys.observe(opOpen, time.Now(), &errno)
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0
+	if write {
+		if err := n.ds.OpenWrite(); err != nil {
+			return nil, 0, n.fsys.toErrno(err)
+		}
+	}
+	// The kernel keeps the file offset and sends positioned writes, so
+	// O_APPEND must not reach the backing descriptor.
+	rel, ok := n.rel()
+	if !ok {
+		return nil, 0, syscall.ENOENT
+	}
+	fd, err := openBeneath(n.ds.Dir(), rel, int(flags&^(syscall.O_APPEND|fuse.FMODE_EXEC)), 0)
+	if err != nil {
+		if write {
+			n.ds.CloseWrite("", 0, false)
+		}
+		return nil, 0, n.fsys.toErrno(err)
+	}
+	h, errno := n.fsys.newHandle(n, fd, write, false)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return h, 0, 0
+}
+
+// mutable checks that name may be created or removed in directory n.
+func (n *dsNode) mutable(name string) syscall.Errno {
+	if n.hidden(name) {
+		return syscall.EPERM
+	}
+	return n.writable()
+}
