@@ -26,7 +26,6 @@ type Dataset struct {
 	bytes      int64
 	writers    int    // handles open for writing
 	completing string // why completion was requested; "" = not requested
-	marker     bool   // a marker file has been closed in it
 	lastClose  time.Time
 	idle       *time.Timer
 	pins       int // holds against eviction (encode, flush in progress)
@@ -102,19 +101,17 @@ func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
 		d.files++
 	}
 	d.lastClose = time.Now()
-	if d.store.isMarker(rel) {
-		d.marker = true
-		if d.completing == "" {
-			d.completing = "marker " + rel
-		}
-	}
+	marker := d.store.isMarker(rel)
 	ready := d.writers == 0 && d.completing != ""
-	if d.writers == 0 && !ready {
+	if d.writers == 0 && !ready && !marker {
 		d.armIdleLocked()
 	}
 	d.mu.Unlock()
 	d.store.countWritten(grew)
-	if ready {
+	switch {
+	case marker:
+		d.store.requestComplete(d, "marker "+rel)
+	case ready:
 		d.store.finishCompletion(d)
 	}
 }
@@ -122,18 +119,8 @@ func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
 // EntryAppeared reports an entry that came into existence without a write
 // handle (rename into place, hard link, symlink): it may be a marker.
 func (d *Dataset) EntryAppeared(rel string) {
-	if !d.store.isMarker(rel) {
-		return
-	}
-	d.mu.Lock()
-	d.marker = true
-	if d.completing == "" {
-		d.completing = "marker " + rel
-	}
-	ready := d.writers == 0
-	d.mu.Unlock()
-	if ready {
-		d.store.finishCompletion(d)
+	if d.store.isMarker(rel) {
+		d.store.requestComplete(d, "marker "+rel)
 	}
 }
 

@@ -20,6 +20,7 @@ var (
 	_ = (gofs.NodeRenamer)((*nsNode)(nil))
 	_ = (gofs.NodeStatfser)((*nsNode)(nil))
 	_ = (gofs.NodeFsyncer)((*nsNode)(nil))
+	_ = (gofs.NodeOnAdder)((*nsNode)(nil))
 
 	_ = (gofs.NodeLookuper)((*dsNode)(nil))
 	_ = (gofs.NodeReaddirer)((*dsNode)(nil))

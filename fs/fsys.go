@@ -59,6 +59,33 @@ func New(opts Options) *FS {
 	return f
 }
 
+// OnAdd runs when go-fuse attaches the root; only then can children be
+// added, so the namespace is restored here.
+func (n *nsNode) OnAdd(ctx context.Context) {
+	if n == n.fsys.root {
+		n.fsys.restoreNamespace(ctx)
+	}
+}
+
+// restoreNamespace recreates the plain directories of the mount the store
+// remembers, and those above every dataset, after a restart.
+func (f *FS) restoreNamespace(ctx context.Context) {
+	for p, mode := range f.store.NamespaceDirs() {
+		n := f.ensureNS(ctx, p)
+		n.mu.Lock()
+		n.mode = mode
+		n.mu.Unlock()
+	}
+	for _, d := range f.store.Datasets() {
+		r := d.Route()
+		if r.Kind == cache.KindDir {
+			f.ensureNS(ctx, parentOf(r.Root))
+		} else {
+			f.ensureNS(ctx, r.Root)
+		}
+	}
+}
+
 // Close unregisters the FS's metrics.
 func (f *FS) Close(reg prometheus.Registerer) {
 	if reg == nil {

@@ -181,6 +181,14 @@ func detach(dir string) error {
 // refused.
 func prepareMountpoint(dir string, log *slog.Logger) error {
 	_, err := os.Stat(dir)
+	if fstype, mounted := mountedAt(dir); err == nil && mounted && strings.HasPrefix(fstype, "fuse") {
+		// stat may be answered from the kernel's attribute cache even when
+		// the daemon is gone; statfs always asks the daemon.
+		err = statfsWithin(dir, 5*time.Second)
+		if err == nil {
+			return fmt.Errorf("mountpoint %s is already mounted (%s) and its daemon is alive; unmount it first (fusermount3 -u %s)", dir, fstype, dir)
+		}
+	}
 	switch {
 	case errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED):
 		if err := detach(dir); err != nil {
@@ -199,10 +207,23 @@ func prepareMountpoint(dir string, log *slog.Logger) error {
 	case err != nil:
 		return fmt.Errorf("mountpoint %s: %w", dir, err)
 	}
-	if fstype, mounted := mountedAt(dir); mounted && strings.HasPrefix(fstype, "fuse") {
-		return fmt.Errorf("mountpoint %s is already mounted (%s) and its daemon is alive; unmount it first (fusermount3 -u %s)", dir, fstype, dir)
-	}
 	return nil
+}
+
+// statfsWithin runs statfs on dir, giving up after timeout: a daemon that is
+// alive but hung must not hang the one starting.
+func statfsWithin(dir string, timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() {
+		var st syscall.Statfs_t
+		done <- syscall.Statfs(dir, &st)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("mountpoint %s is mounted but its daemon does not answer", dir)
+	}
 }
 
 // mountedAt reports whether something is mounted exactly at dir, and its

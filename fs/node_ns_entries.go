@@ -126,7 +126,7 @@ func (f *FS) ensureNS(ctx context.Context, p string) *nsNode {
 	if p == "" {
 		return cur
 	}
-	for _, name := range strings.Split(p, "/") {
+	for _, name := range splitPath(p) {
 		child, ok := cur.nsChild(name)
 		if !ok {
 			child = f.newNSNode(0o755)
@@ -139,3 +139,6 @@ func (f *FS) ensureNS(ctx context.Context, p string) *nsNode {
 	}
 	return cur
 }
+
+// splitPath splits a mount-relative path into its components.
+func splitPath(p string) []string { return strings.Split(p, "/") }

@@ -1,0 +1,12 @@
+package main
+
+// Exit codes are part of the CLI's stable interface (docs/cli.md).
+const (
+	exitOK       = 0
+	exitError    = 1 // the operation failed; the message says why
+	exitUsage    = 2 // bad command line
+	exitConfig   = 3 // the configuration does not load or validate
+	exitNoDaemon = 4 // no daemon answers on the control socket
+	exitMount    = 5 // the daemon could not start or mount
+	exitNotFound = 6 // the named dataset does not exist
+)

@@ -1,0 +1,18 @@
+// Command scrfs runs and steers the scrfs checkpoint cache file system.
+//
+//	scrfs mount [flags] MOUNTPOINT   run the daemon (foreground) on MOUNTPOINT
+//	scrfs status [--json]            show datasets and the node's state
+//	scrfs complete NAME              mark a dataset complete
+//	scrfs config                     print the effective configuration
+//	scrfs version                    print the version
+//
+// docs/cli.md describes every command, flag, exit code and JSON schema.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,96 @@
+package control
+
+import "time"
+
+// SocketName is the control socket's file name inside the control directory.
+const SocketName = "control.sock"
+
+// Status is the answer to GET /v1/status.
+type Status struct {
+	Node     Node      `json:"node"`
+	Datasets []Dataset `json:"datasets"`
+	// Failed lists recently failed datasets (they are no longer in cache).
+	Failed []Dataset `json:"failed"`
+	Peers  []Peer    `json:"peers"`
+}
+
+// Node describes the daemon and its cache.
+type Node struct {
+	Index      int       `json:"index"`
+	Nodes      int       `json:"nodes"`
+	Hostname   string    `json:"hostname"`
+	PID        int       `json:"pid"`
+	Version    string    `json:"version"`
+	Job        string    `json:"job"`
+	Mountpoint string    `json:"mountpoint"`
+	CacheDir   string    `json:"cache_dir"`
+	ControlDir string    `json:"control_dir"`
+	Prefix     string    `json:"prefix,omitempty"`
+	Started    time.Time `json:"started"`
+	Uptime     float64   `json:"uptime_seconds"`
+	// DataPath is "passthrough" when reads and writes bypass the daemon,
+	// "daemon" otherwise.
+	DataPath  string `json:"data_path"`
+	Scheme    string `json:"scheme"`
+	CacheSize int    `json:"cache_size"`
+	Cache     Cache  `json:"cache"`
+	Metrics   string `json:"metrics,omitempty"` // metrics address, "" if disabled or unavailable
+	Ready     bool   `json:"ready"`
+}
+
+// Cache is the cache file system's usage.
+type Cache struct {
+	UsedBytes      int64 `json:"used_bytes"`
+	CapacityBytes  int64 `json:"capacity_bytes"`
+	AvailableBytes int64 `json:"available_bytes"`
+}
+
+// Dataset is one dataset in the cache.
+type Dataset struct {
+	Name       string    `json:"name"`
+	State      string    `json:"state"`
+	Files      int64     `json:"files"`
+	Bytes      int64     `json:"bytes"`
+	ID         uint64    `json:"id"`
+	Kind       string    `json:"kind"`
+	Root       string    `json:"root"`
+	Created    time.Time `json:"created"`
+	Completed  time.Time `json:"completed,omitzero"`
+	Age        float64   `json:"age_seconds"`
+	Reason     string    `json:"reason,omitempty"`
+	Completing string    `json:"completing,omitempty"`
+	OpenWrite  int       `json:"open_for_write"`
+	Flush      *Flush    `json:"flush,omitempty"`
+}
+
+// Flush is a dataset's flush progress.
+type Flush struct {
+	State      string    `json:"state"`
+	DoneBytes  int64     `json:"done_bytes"`
+	TotalBytes int64     `json:"total_bytes"`
+	Started    time.Time `json:"started,omitzero"`
+	Finished   time.Time `json:"finished,omitzero"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Peer is the state of the link to another node of the job.
+type Peer struct {
+	Index     int       `json:"index"`
+	Addr      string    `json:"addr"`
+	Up        bool      `json:"up"`
+	Since     time.Time `json:"since,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// CompleteRequest asks for a dataset's completion (POST /v1/complete).
+type CompleteRequest struct {
+	Name string `json:"name"`
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Err   string `json:"error"`
+	Errno int32  `json:"errno,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Err }

@@ -1,0 +1,137 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+)
+
+// serveControl listens on the control socket (mode 0600: only the job's user
+// may steer the daemon). The daemon holds the control directory's lock, so
+// a socket file already there is a leftover of a crashed daemon.
+func (d *Daemon) serveControl() (stop func(), err error) {
+	sock := filepath.Join(d.controlDir, control.SocketName)
+	os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", d.handleStatus)
+	mux.HandleFunc("POST /v1/complete", d.handleComplete)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		os.Remove(sock)
+	}, nil
+}
+
+func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, d.status())
+}
+
+func (d *Daemon) handleComplete(w http.ResponseWriter, r *http.Request) {
+	var req control.CompleteRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if err := d.store.RequestComplete(req.Name, "scrfs complete"); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// status assembles what `scrfs status` shows.
+func (d *Daemon) status() control.Status {
+	host, _ := os.Hostname()
+	st := control.Status{
+		Node: control.Node{
+			Index: d.node, Nodes: d.size, Hostname: host, PID: os.Getpid(), Version: d.version,
+			Job: d.cfg.Job.ID, Mountpoint: d.mountpoint, CacheDir: d.cacheDir, ControlDir: d.controlDir,
+			Prefix: d.cfg.Paths.Prefix, Started: d.started, Uptime: time.Since(d.started).Seconds(),
+			DataPath: d.dataPath(), Scheme: d.cfg.EffectiveScheme(d.size), CacheSize: d.cfg.Datasets.CacheSize,
+			Metrics: d.metrics, Ready: d.ready.Load(),
+		},
+		Datasets: []control.Dataset{},
+		Failed:   []control.Dataset{},
+		Peers:    []control.Peer{},
+	}
+	if d.mount != nil {
+		st.Node.Mountpoint = d.mount.Dir()
+	}
+	if sp, err := d.store.Space(); err == nil {
+		st.Node.Cache = control.Cache{UsedBytes: sp.Used, CapacityBytes: sp.Capacity, AvailableBytes: sp.Available}
+	}
+	for _, ds := range d.store.Datasets() {
+		st.Datasets = append(st.Datasets, datasetStatus(ds.Info()))
+	}
+	for _, info := range d.store.Failures() {
+		st.Failed = append(st.Failed, datasetStatus(info))
+	}
+	return st
+}
+
+func datasetStatus(info cache.Info) control.Dataset {
+	out := control.Dataset{
+		Name: info.Name, State: string(info.State), Files: info.Files, Bytes: info.Bytes,
+		ID: info.ID, Kind: string(info.Kind), Root: info.Root, Created: info.Created, Completed: info.Completed,
+		Age: time.Since(info.Created).Seconds(), Reason: info.Reason, Completing: info.Completing,
+		OpenWrite: info.Writers,
+	}
+	if f := info.Flush; f.State != "" {
+		out.Flush = &control.Flush{State: string(f.State), DoneBytes: f.Done, TotalBytes: f.Total,
+			Started: f.Started, Finished: f.Finished, Error: f.Error}
+	}
+	return out
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	data, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err == nil {
+		err = json.Unmarshal(data, v)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, control.Error{Err: "bad request: " + err.Error(), Errno: int32(syscall.EINVAL)})
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with the error text and the errno a caller can test.
+func writeError(w http.ResponseWriter, err error) {
+	code, errno := http.StatusInternalServerError, syscall.EIO
+	switch {
+	case errors.Is(err, cache.ErrNotFound):
+		code, errno = http.StatusNotFound, syscall.ENOENT
+	case errors.Is(err, cache.ErrReadOnly):
+		code, errno = http.StatusConflict, syscall.EROFS
+	case errors.Is(err, cache.ErrExists):
+		code, errno = http.StatusConflict, syscall.EEXIST
+	}
+	writeJSON(w, code, control.Error{Err: err.Error(), Errno: int32(errno)})
+}

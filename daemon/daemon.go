@@ -1,0 +1,173 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/config"
+	"github.com/scrfs/scrfs/fs"
+)
+
+// Options say what to run.
+type Options struct {
+	Config     *config.Config // validated
+	Mountpoint string
+	Logger     *slog.Logger
+	Version    string
+}
+
+// Daemon is one running scrfs node.
+type Daemon struct {
+	cfg        *config.Config
+	log        *slog.Logger
+	version    string
+	mountpoint string
+	started    time.Time
+	cacheDir   string
+	controlDir string
+	node, size int // node index and number of nodes in the job
+
+	reg     *prometheus.Registry
+	store   *cache.Store
+	fsys    *fs.FS
+	mount   *fs.Mount
+	metrics string // bound metrics address
+	ready   atomic.Bool
+}
+
+// Run runs a daemon until ctx is cancelled, then shuts it down cleanly.
+// It returns an error if the daemon could not start or stop properly.
+func Run(ctx context.Context, o Options) error {
+	d := &Daemon{
+		cfg:        o.Config,
+		log:        o.Logger,
+		version:    o.Version,
+		mountpoint: o.Mountpoint,
+		started:    time.Now(),
+		cacheDir:   CacheDir(o.Config),
+		controlDir: ControlDir(o.Config),
+		size:       1,
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.node)
+
+	if err := d.openStore(); err != nil {
+		return err
+	}
+	defer d.store.Close()
+
+	stopControl, err := d.serveControl()
+	if err != nil {
+		return err
+	}
+	defer stopControl()
+
+	stopMetrics, bound := serveMetrics(d.cfg.Metrics.Listen, d.reg, d.log)
+	d.metrics = bound
+	defer stopMetrics()
+
+	if err := d.mountFS(); err != nil {
+		return err
+	}
+	d.ready.Store(true)
+	d.log.Info("scrfs ready", "mountpoint", d.mount.Dir(), "cache", d.cacheDir, "control", d.controlDir,
+		"data_path", d.dataPath(), "job", d.cfg.Job.ID, "pid", os.Getpid())
+
+	<-ctx.Done()
+	d.log.Info("shutting down", "reason", context.Cause(ctx))
+	d.ready.Store(false)
+	if err := d.mount.Unmount(); err != nil {
+		return fmt.Errorf("unmount: %w", err)
+	}
+	d.log.Info("unmounted", "mountpoint", d.mount.Dir())
+	return nil
+}
+
+func (d *Daemon) openStore() error {
+	router, err := cache.NewRouter(d.cfg.MatchRegexp())
+	if err != nil {
+		return err
+	}
+	store, err := cache.Open(cache.Options{
+		CacheDir:   d.cacheDir,
+		ControlDir: d.controlDir,
+		CacheSize:  d.cfg.Datasets.CacheSize,
+		Router:     router,
+		Rules:      rulesOf(d.cfg.CompleteRules()),
+		Logger:     d.log,
+		Registerer: d.reg,
+		OnComplete: d.onComplete,
+		OnRemove:   d.onRemove,
+	})
+	if err != nil {
+		return err
+	}
+	d.store = store
+	return nil
+}
+
+func (d *Daemon) mountFS() error {
+	d.fsys = fs.New(fs.Options{Store: d.store, Logger: d.log, Registerer: d.reg})
+	f := d.cfg.Fuse
+	m, err := d.fsys.Mount(d.mountpoint, fs.MountOptions{
+		MaxWrite:        int(f.MaxWrite),
+		EntryTimeout:    f.EntryTimeout.Duration,
+		AttrTimeout:     f.AttrTimeout.Duration,
+		NegativeTimeout: f.NegativeTimeout.Duration,
+		AllowOther:      f.AllowOther,
+		Debug:           f.Debug,
+		Passthrough:     f.Passthrough,
+		Method:          f.Mount,
+	})
+	if err != nil {
+		return err
+	}
+	d.mount = m
+	return nil
+}
+
+func (d *Daemon) dataPath() string {
+	if d.mount != nil && d.mount.Passthrough() {
+		return "passthrough"
+	}
+	return "daemon"
+}
+
+// rulesOf turns the configured completion rules into the store's form.
+func rulesOf(rules []config.CompleteRule) cache.Rules {
+	var r cache.Rules
+	for _, rule := range rules {
+		switch rule.Kind {
+		case config.RuleNext:
+			r.Next = true
+		case config.RuleRename:
+			r.Rename = true
+		case config.RuleMarker:
+			r.Markers = append(r.Markers, rule.Marker)
+		case config.RuleIdle:
+			if r.Idle == 0 || rule.Idle < r.Idle {
+				r.Idle = rule.Idle
+			}
+		}
+	}
+	return r
+}
+
+// onComplete reacts to a dataset's completion. On a single node there is
+// nothing more to do yet: the dataset stays complete.
+func (d *Daemon) onComplete(info cache.Info) {}
+
+// onRemove drops an evicted or failed dataset from the kernel's caches.
+func (d *Daemon) onRemove(info cache.Info) {
+	if d.fsys != nil {
+		d.fsys.Forget(cache.Route{Name: info.Name, Kind: info.Kind, Root: info.Root})
+	}
+}

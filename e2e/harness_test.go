@@ -1,0 +1,347 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/control"
+)
+
+// scrfsBin is the scrfs binary built once for all tests.
+var scrfsBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode (these tests run real daemons)")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "scrfs-e2e-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	scrfsBin = filepath.Join(dir, "scrfs")
+	build := exec.Command("go", "build", "-o", scrfsBin, "../cmd/scrfs")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building scrfs:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// requireFUSE skips a test that needs a kernel FUSE mount where none can be
+// made, saying why.
+func requireFUSE(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("/dev/fuse not available")
+	}
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			t.Skip("fusermount3 not found (apt-get install fuse3)")
+		}
+	}
+}
+
+// Node is one scrfs daemon running as a separate process.
+type Node struct {
+	t       *testing.T
+	Mount   string
+	Cache   string // cache base
+	Control string // control base
+	Env     []string
+	Args    []string // extra mount arguments
+
+	cmd    *exec.Cmd
+	log    *logWatch
+	exited chan struct{}
+	err    error // exit status, valid once exited is closed
+}
+
+// NewNode prepares a daemon with its own mountpoint, cache and control
+// directories under a temp dir, and no metrics endpoint unless asked.
+func NewNode(t *testing.T, env ...string) *Node {
+	t.Helper()
+	requireFUSE(t)
+	base := t.TempDir()
+	n := &Node{
+		t:       t,
+		Mount:   filepath.Join(base, "mnt"),
+		Cache:   filepath.Join(base, "cache"),
+		Control: filepath.Join(base, "control"),
+	}
+	n.Env = append([]string{
+		"SCRFS_PATHS_CACHE_BASE=" + n.Cache,
+		"SCRFS_PATHS_CONTROL_BASE=" + n.Control,
+		"SCRFS_METRICS_LISTEN=",
+		"SCRFS_JOB_ID=e2e",
+		"SCRFS_LOG_LEVEL=debug",
+	}, env...)
+	return n
+}
+
+// Start runs the daemon and waits until it reports ready.
+func (n *Node) Start() *Node {
+	n.t.Helper()
+	n.StartNoWait()
+	n.WaitLog(30*time.Second, "scrfs ready")
+	return n
+}
+
+// StartNoWait runs the daemon without waiting for it to be ready.
+func (n *Node) StartNoWait() {
+	n.t.Helper()
+	args := append([]string{"mount"}, n.Args...)
+	n.cmd = exec.Command(scrfsBin, append(args, n.Mount)...)
+	n.cmd.Env = append(os.Environ(), n.Env...)
+	stderr, err := n.cmd.StderrPipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.log = newLogWatch()
+	n.exited = make(chan struct{})
+	if err := n.cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	go func() {
+		n.log.consume(stderr)
+		n.err = n.cmd.Wait()
+		close(n.exited)
+	}()
+	n.t.Cleanup(n.cleanup)
+}
+
+func (n *Node) cleanup() {
+	select {
+	case <-n.exited:
+	default:
+		n.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-n.exited:
+		case <-time.After(20 * time.Second):
+			n.cmd.Process.Kill()
+			<-n.exited
+		}
+	}
+	// A killed daemon leaves its mount behind: detach it so TempDir's
+	// cleanup can remove the directory.
+	syscall.Unmount(n.Mount, syscall.MNT_DETACH)
+	if n.t.Failed() {
+		n.t.Logf("daemon log (%s):\n%s", n.Mount, n.log.String())
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone, as a crash.
+func (n *Node) Kill() {
+	n.t.Helper()
+	n.cmd.Process.Kill()
+	<-n.exited
+}
+
+// Stop sends SIGTERM and returns the daemon's exit error once it is gone.
+func (n *Node) Stop() error {
+	n.t.Helper()
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		n.t.Fatal("daemon did not exit within 30s of SIGTERM")
+	}
+	return n.err
+}
+
+// WaitExit waits for a daemon that is expected to exit on its own.
+func (n *Node) WaitExit(timeout time.Duration) error {
+	n.t.Helper()
+	select {
+	case <-n.exited:
+		return n.err
+	case <-time.After(timeout):
+		n.t.Fatalf("daemon still running after %v", timeout)
+		return nil
+	}
+}
+
+// WaitLog waits until a daemon log line contains all of parts.
+func (n *Node) WaitLog(timeout time.Duration, parts ...string) string {
+	n.t.Helper()
+	line, ok := n.log.wait(timeout, n.exited, parts...)
+	if !ok {
+		n.t.Fatalf("no log line with %q within %v (daemon exited: %v)\n%s", parts, timeout, n.hasExited(), n.log.String())
+	}
+	return line
+}
+
+func (n *Node) hasExited() bool {
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Path returns a path inside the mount.
+func (n *Node) Path(rel ...string) string { return filepath.Join(append([]string{n.Mount}, rel...)...) }
+
+// CacheDir returns the job's cache directory.
+func (n *Node) CacheDir(rel ...string) string {
+	return filepath.Join(append([]string{n.Cache, currentUser(), "scrfs.e2e"}, rel...)...)
+}
+
+// ControlDir returns the job's control directory.
+func (n *Node) ControlDir() string { return filepath.Join(n.Control, currentUser(), "scrfs.e2e") }
+
+// CLI runs a scrfs command against this daemon and returns its stdout,
+// stderr and exit code.
+func (n *Node) CLI(args ...string) (string, string, int) {
+	n.t.Helper()
+	cmd := exec.Command(scrfsBin, args...)
+	cmd.Env = append(append(os.Environ(), n.Env...), "SCRFS_CONTROL="+n.ControlDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// Status returns `scrfs status --json`.
+func (n *Node) Status() control.Status {
+	n.t.Helper()
+	out, errs, code := n.CLI("status", "--json")
+	if code != 0 {
+		n.t.Fatalf("scrfs status: exit %d: %s", code, errs)
+	}
+	var st control.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		n.t.Fatalf("status JSON: %v\n%s", err, out)
+	}
+	return st
+}
+
+// Dataset returns a dataset's status entry, or nil.
+func (n *Node) Dataset(name string) *control.Dataset {
+	n.t.Helper()
+	st := n.Status()
+	for i := range st.Datasets {
+		if st.Datasets[i].Name == name {
+			return &st.Datasets[i]
+		}
+	}
+	return nil
+}
+
+func currentUser() string {
+	if u := os.Getenv("USER"); u != "" && os.Geteuid() != 0 {
+		return u
+	}
+	out, err := exec.Command("id", "-un").Output()
+	if err != nil {
+		return fmt.Sprint(os.Getuid())
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// logWatch collects a daemon's log lines and lets tests wait for one.
+type logWatch struct {
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{} // closed and replaced whenever a line arrives
+}
+
+func newLogWatch() *logWatch { return &logWatch{changed: make(chan struct{})} }
+
+func (w *logWatch) consume(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		w.mu.Lock()
+		w.lines = append(w.lines, sc.Text())
+		close(w.changed)
+		w.changed = make(chan struct{})
+		w.mu.Unlock()
+	}
+}
+
+// wait returns the first line (from the start of the log) containing all
+// parts, blocking until one arrives, the process exits, or timeout.
+func (w *logWatch) wait(timeout time.Duration, exited <-chan struct{}, parts ...string) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	seen := 0
+	for {
+		w.mu.Lock()
+		for ; seen < len(w.lines); seen++ {
+			if containsAll(w.lines[seen], parts) {
+				line := w.lines[seen]
+				w.mu.Unlock()
+				return line, true
+			}
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-exited:
+			// Drain what the process wrote before it exited.
+			w.mu.Lock()
+			done := seen == len(w.lines)
+			w.mu.Unlock()
+			if done {
+				return "", false
+			}
+		case <-ctx.Done():
+			return "", false
+		}
+	}
+}
+
+// count returns how many lines contain all parts.
+func (w *logWatch) count(parts ...string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, l := range w.lines {
+		if containsAll(l, parts) {
+			n++
+		}
+	}
+	return n
+}
+
+func (w *logWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.lines, "\n")
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
