@@ -120,7 +120,7 @@ func preserveOwner(ctx context.Context, path string) {
 	if os.Getuid() != 0 {
 		return
 	}
-	if caller, ok := fuse.FromContext(ctx); ok {
+	if caller, ok := fuse.FromContext(ctx); ok && (caller.Uid != 0 || caller.Gid != 0) {
 		syscall.Lchown(path, int(caller.Uid), int(caller.Gid))
 	}
 }

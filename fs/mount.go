@@ -60,9 +60,14 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 			return nil, fmt.Errorf("mount %s: fusermount3 not found: a non-root user needs it to mount FUSE file systems (Debian/Ubuntu: apt-get install fuse3)", dir)
 		}
 	}
-	mountOpts := []string{"default_permissions"}
+	// Without allow_other only the mounting user reaches the mount, and the
+	// daemon runs as that user: the cache file system checks permissions on
+	// the daemon's own syscalls, so the kernel need not check them again.
+	// It would cost a round trip per create: every create invalidates the
+	// parent's attributes, which default_permissions then has to re-fetch.
+	var mountOpts []string
 	if o.AllowOther {
-		mountOpts = append(mountOpts, "allow_other")
+		mountOpts = append(mountOpts, "allow_other", "default_permissions")
 	}
 	opts := &gofs.Options{
 		EntryTimeout:    &o.EntryTimeout,

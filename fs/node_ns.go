@@ -47,7 +47,24 @@ func (n *nsNode) fillAttr(out *fuse.Attr) {
 	out.Size = 4096
 	out.Blksize = 4096
 	out.Owner = fuse.Owner{Uid: n.uid, Gid: n.gid}
+	out.Ino = n.StableAttr().Ino
 	out.SetTimes(&n.mtime, &n.mtime, &n.ctime)
+}
+
+// mayChange checks that the caller may create or remove entries here. The
+// kernel checks this itself only with allow_other (default_permissions);
+// otherwise the caller is the mounting user, held to the directory's owner
+// write bit as the cache file system would hold it.
+func (n *nsNode) mayChange(ctx context.Context) syscall.Errno {
+	if caller, ok := fuse.FromContext(ctx); ok && caller.Uid == 0 {
+		return 0
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.mode&0o200 == 0 {
+		return syscall.EACCES
+	}
+	return 0
 }
 
 func (n *nsNode) touch() {
@@ -105,6 +122,9 @@ func (n *nsNode) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall
 // namespace directory otherwise.
 func (n *nsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
 	defer n.fsys.observe(opMkdir, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return nil, errno
+	}
 	p := n.childPath(name)
 	r, err := n.fsys.router.Route(p, true)
 	if errors.Is(err, cache.ErrNoDataset) {
@@ -139,6 +159,9 @@ func (n *nsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 // of a dataset that is still being written and holds no files.
 func (n *nsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.fsys.observe(opRmdir, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return errno
+	}
 	p := n.childPath(name)
 	if child, ok := n.nsChild(name); ok {
 		if len(child.Children()) > 0 || len(child.datasetEntries(ctx)) > 0 {

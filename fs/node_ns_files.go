@@ -36,6 +36,9 @@ func (n *nsNode) flatDataset(p string) (*cache.Dataset, syscall.Errno) {
 // Create creates a flat dataset's file.
 func (n *nsNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (ch *gofs.Inode, fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	defer n.fsys.observe(opCreate, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	d, errno := n.flatDataset(n.childPath(name))
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -47,6 +50,9 @@ func (n *nsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 // Mknod creates a flat dataset's entry other than by open(O_CREAT).
 func (n *nsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
 	defer n.fsys.observe(opMknod, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return nil, errno
+	}
 	d, errno := n.flatDataset(n.childPath(name))
 	if errno != 0 {
 		return nil, errno
@@ -58,6 +64,9 @@ func (n *nsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 // Symlink creates a symbolic link in a flat dataset.
 func (n *nsNode) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
 	defer n.fsys.observe(opSymlink, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return nil, errno
+	}
 	d, errno := n.flatDataset(n.childPath(name))
 	if errno != 0 {
 		return nil, errno
@@ -69,6 +78,9 @@ func (n *nsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 // Link makes a hard link to a file of the same flat dataset.
 func (n *nsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
 	defer n.fsys.observe(opLink, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return nil, errno
+	}
 	t, ok := target.(*dsNode)
 	d := n.anchoredDataset(n.childPath(name), false)
 	if !ok || d == nil || d != t.ds {
@@ -81,6 +93,9 @@ func (n *nsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name strin
 // Unlink removes a flat dataset's file.
 func (n *nsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.fsys.observe(opUnlink, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return errno
+	}
 	d := n.anchoredDataset(n.childPath(name), false)
 	if d == nil {
 		return syscall.ENOENT
@@ -95,6 +110,9 @@ func (n *nsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 // is EXDEV, which mv(1) answers by copying.
 func (n *nsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
 	defer n.fsys.observe(opRename, time.Now(), &errno)
+	if errno := n.mayChange(ctx); errno != 0 {
+		return errno
+	}
 	np, ok := newParent.(*nsNode)
 	if !ok {
 		return syscall.EXDEV

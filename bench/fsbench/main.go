@@ -1,0 +1,299 @@
+// Command fsbench measures scrfs's file data path side by side, in one run,
+// with writing to the cache directory directly and with go-fuse's own
+// loopback file system on the same device, each with and without FUSE
+// passthrough. It prints medians over several rounds (after an untimed
+// warm-up round) and the ratios the project's targets are stated in.
+//
+//	go run ./bench/fsbench [-dir /dev/shm] [-size 1GiB] [-writers 4] [-files 10000] [-rounds 3]
+//
+// Workloads: (a) W writers × SIZE sequential, 1 MiB writes, fsync;
+// (b) reading the same back with 1 MiB reads; (c) FILES × 4 KiB files
+// created, written and closed by one thread.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+var (
+	baseDir = flag.String("dir", "/dev/shm", "directory on the device under test (cache, loopback original, direct)")
+	sizeArg = flag.String("size", "1GiB", "bytes per writer in (a) and (b)")
+	writers = flag.Int("writers", 4, "parallel writers in (a) and readers in (b)")
+	files   = flag.Int("files", 10000, "small files in (c)")
+	rounds  = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
+	only    = flag.String("only", "", "comma-separated targets to run (default all)")
+)
+
+// target is one way of reaching the device.
+type target struct {
+	name  string
+	setup func(work string) (dir string, stop func(), err error)
+}
+
+func main() {
+	flag.Parse()
+	size, err := parseSize(*sizeArg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	work, err := os.MkdirTemp(*baseDir, "fsbench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	bins := buildHelpers(work)
+
+	targets := []target{
+		{"direct", func(w string) (string, func(), error) { d := filepath.Join(w, "direct"); return d, func() {}, os.MkdirAll(d, 0o755) }},
+		{"scrfs", scrfsTarget(bins, "auto")},
+		{"scrfs-daemon", scrfsTarget(bins, "off")},
+		{"loopback", loopbackTarget(bins, true)},
+		{"loopback-daemon", loopbackTarget(bins, false)},
+	}
+	if *only != "" {
+		targets = slices.DeleteFunc(targets, func(t target) bool { return !slices.Contains(strings.Split(*only, ","), t.name) })
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i*7 + 3)
+	}
+	results := map[string]map[string]float64{}
+	for _, tg := range targets {
+		results[tg.name] = measure(tg, work, size, buf)
+	}
+	report(targets, results, size)
+}
+
+// measure runs the warm-up and the measured rounds on one target and
+// returns the median of each workload.
+func measure(tg target, work string, size int64, buf []byte) map[string]float64 {
+	dir, stop, err := tg.setup(filepath.Join(work, tg.name+"-work"))
+	if err != nil {
+		log.Fatalf("%s: %v", tg.name, err)
+	}
+	defer stop()
+	samples := map[string][]float64{}
+	for r := 0; r <= *rounds; r++ {
+		ds := filepath.Join(dir, fmt.Sprintf("round%d", r))
+		if err := os.Mkdir(ds, 0o755); err != nil {
+			log.Fatalf("%s: %v", tg.name, err)
+		}
+		write := timeIt(func() { parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) }) })
+		dropCaches()
+		read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
+		small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
+		if err := os.RemoveAll(ds); err != nil {
+			log.Fatalf("%s: clean up: %v", tg.name, err)
+		}
+		if r == 0 {
+			continue // warm-up: first touch of memory, caches, goroutines
+		}
+		total := float64(size) * float64(*writers)
+		samples["write"] = append(samples["write"], total/write.Seconds())
+		samples["read"] = append(samples["read"], total/read.Seconds())
+		samples["small"] = append(samples["small"], float64(*files)/small.Seconds())
+	}
+	out := map[string]float64{}
+	for k, v := range samples {
+		out[k] = median(v)
+	}
+	fmt.Fprintf(os.Stderr, "%-16s write %6.2f GiB/s  read %6.2f GiB/s  small %8.0f files/s\n",
+		tg.name, out["write"]/(1<<30), out["read"]/(1<<30), out["small"])
+	return out
+}
+
+func report(targets []target, res map[string]map[string]float64, size int64) {
+	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files; median of %d rounds after a warm-up; device: %s\n\n",
+		*writers, *sizeArg, *files, *rounds, *baseDir)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "workload\t")
+	for _, t := range targets {
+		fmt.Fprintf(tw, "%s\t", t.name)
+	}
+	fmt.Fprintln(tw)
+	rows := []struct{ key, label, unit string }{
+		{"write", fmt.Sprintf("(a) write %d×%s + fsync", *writers, *sizeArg), "GiB/s"},
+		{"read", "(b) read back", "GiB/s"},
+		{"small", fmt.Sprintf("(c) %d × 4 KiB create", *files), "files/s"},
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s [%s]\t", r.label, r.unit)
+		for _, t := range targets {
+			v := res[t.name][r.key]
+			if r.unit == "GiB/s" {
+				v /= 1 << 30
+			}
+			fmt.Fprintf(tw, "%.2f\t", v)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	fmt.Println("\nratios (higher is better for scrfs):")
+	pairs := [][2]string{{"scrfs", "direct"}, {"scrfs-daemon", "direct"}, {"scrfs", "loopback"}, {"scrfs-daemon", "loopback-daemon"}}
+	for _, r := range rows {
+		for _, p := range pairs {
+			a, b := res[p[0]][r.key], res[p[1]][r.key]
+			if a == 0 || b == 0 {
+				continue
+			}
+			fmt.Printf("  %-28s %-16s ÷ %-16s = %.2f\n", r.label, p[0], p[1], a/b)
+		}
+	}
+}
+
+func writeFile(p string, size int64, buf []byte) {
+	f, err := os.Create(p)
+	check(err)
+	for left := size; left > 0; left -= int64(len(buf)) {
+		_, err := f.Write(buf[:min(left, int64(len(buf)))])
+		check(err)
+	}
+	check(f.Sync())
+	check(f.Close())
+}
+
+func readFile(p string, buf []byte) {
+	f, err := os.Open(p)
+	check(err)
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		check(err)
+	}
+	check(f.Close())
+}
+
+func smallFiles(dir string, n int, data []byte) {
+	check(os.Mkdir(dir, 0o755))
+	for i := 0; i < n; i++ {
+		fd, err := syscall.Open(filepath.Join(dir, fmt.Sprint("f", i)), syscall.O_CREAT|syscall.O_WRONLY|syscall.O_TRUNC|syscall.O_CLOEXEC, 0o644)
+		check(err)
+		_, err = syscall.Write(fd, data)
+		check(err)
+		check(syscall.Close(fd))
+	}
+}
+
+func parallel(n int, f func(i int)) {
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func() { f(i); done <- struct{}{} }()
+	}
+	for i := 0; i < n; i++ {
+		<-done
+	}
+}
+
+func timeIt(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+// dropCaches evicts clean page cache (as root), so reads through FUSE are
+// not served from pages the writes left behind. tmpfs data stays put.
+func dropCaches() {
+	syscall.Sync()
+	os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// buildHelpers builds scrfs and the loopback mounter into work.
+func buildHelpers(work string) map[string]string {
+	bins := map[string]string{"scrfs": filepath.Join(work, "scrfs"), "loopback": filepath.Join(work, "loopback")}
+	for name, pkg := range map[string]string{"scrfs": "./cmd/scrfs", "loopback": "./bench/loopback"} {
+		out, err := exec.Command("go", "build", "-o", bins[name], pkg).CombinedOutput()
+		if err != nil {
+			log.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return bins
+}
+
+func scrfsTarget(bins map[string]string, passthrough string) func(string) (string, func(), error) {
+	return func(w string) (string, func(), error) {
+		mnt := filepath.Join(w, "mnt")
+		cmd := exec.Command(bins["scrfs"], "mount", mnt)
+		cmd.Env = append(os.Environ(),
+			"SCRFS_PATHS_CACHE_BASE="+filepath.Join(w, "cache"),
+			"SCRFS_PATHS_CONTROL_BASE="+filepath.Join(w, "control"),
+			"SCRFS_JOB_ID=bench", "SCRFS_METRICS_LISTEN=", "SCRFS_DATASETS_COMPLETE=",
+			"SCRFS_FUSE_PASSTHROUGH="+passthrough)
+		return mnt, startAndWait(cmd, "scrfs ready", "data_path="), nil
+	}
+}
+
+func loopbackTarget(bins map[string]string, passthrough bool) func(string) (string, func(), error) {
+	return func(w string) (string, func(), error) {
+		orig, mnt := filepath.Join(w, "orig"), filepath.Join(w, "mnt")
+		check(os.MkdirAll(orig, 0o755))
+		check(os.MkdirAll(mnt, 0o755))
+		cmd := exec.Command(bins["loopback"], fmt.Sprintf("-passthrough=%v", passthrough), orig, mnt)
+		return mnt, startAndWait(cmd, "ready", ""), nil
+	}
+}
+
+// startAndWait starts a mount daemon and waits for its ready line on stdout
+// or stderr; it returns a function that stops it.
+func startAndWait(cmd *exec.Cmd, ready, show string) func() {
+	r, w := io.Pipe()
+	cmd.Stdout, cmd.Stderr = w, w
+	check(cmd.Start())
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, ready) {
+			if show != "" {
+				if i := strings.Index(line, show); i >= 0 {
+					fmt.Fprintf(os.Stderr, "  %s: %s\n", filepath.Base(cmd.Path), strings.Fields(line[i:])[0])
+				}
+			}
+			break
+		}
+	}
+	go io.Copy(io.Discard, r)
+	return func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		w.Close()
+	}
+}
+
+func parseSize(s string) (int64, error) {
+	units := map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "": 1}
+	for suffix, mult := range units {
+		if suffix != "" && strings.HasSuffix(s, suffix) {
+			var n int64
+			_, err := fmt.Sscan(strings.TrimSuffix(s, suffix), &n)
+			return n * mult, err
+		}
+	}
+	var n int64
+	_, err := fmt.Sscan(s, &n)
+	return n, err
+}
