@@ -56,7 +56,10 @@ func main() {
 	bins := buildHelpers(work)
 
 	targets := []target{
-		{"direct", func(w string) (string, func(), error) { d := filepath.Join(w, "direct"); return d, func() {}, os.MkdirAll(d, 0o755) }},
+		{"direct", func(w string) (string, func(), error) {
+			d := filepath.Join(w, "direct")
+			return d, func() {}, os.MkdirAll(d, 0o755)
+		}},
 		{"scrfs", scrfsTarget(bins, "auto")},
 		{"scrfs-daemon", scrfsTarget(bins, "off")},
 		{"loopback", loopbackTarget(bins, true)},
@@ -90,7 +93,9 @@ func measure(tg target, work string, size int64, buf []byte) map[string]float64 
 		if err := os.Mkdir(ds, 0o755); err != nil {
 			log.Fatalf("%s: %v", tg.name, err)
 		}
-		write := timeIt(func() { parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) }) })
+		write := timeIt(func() {
+			parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
+		})
 		dropCaches()
 		read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
 		small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
