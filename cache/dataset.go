@@ -110,7 +110,7 @@ func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
 	d.store.countWritten(grew)
 	switch {
 	case marker:
-		d.store.requestComplete(d, "marker "+rel)
+		d.store.ruleFired(d, "marker "+rel)
 	case ready:
 		d.store.finishCompletion(d)
 	}
@@ -120,7 +120,7 @@ func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
 // handle (rename into place, hard link, symlink): it may be a marker.
 func (d *Dataset) EntryAppeared(rel string) {
 	if d.store.isMarker(rel) {
-		d.store.requestComplete(d, "marker "+rel)
+		d.store.ruleFired(d, "marker "+rel)
 	}
 }
 
@@ -163,12 +163,9 @@ func (d *Dataset) armIdleLocked() {
 	d.idle = time.AfterFunc(wait, func() {
 		d.mu.Lock()
 		fire := d.writers == 0 && d.state == Writing && d.completing == "" && time.Since(d.lastClose) >= wait
-		if fire {
-			d.completing = "idle " + wait.String()
-		}
 		d.mu.Unlock()
 		if fire {
-			d.store.finishCompletion(d)
+			d.store.ruleFired(d, "idle "+wait.String())
 		}
 	})
 }

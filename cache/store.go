@@ -37,6 +37,10 @@ type Options struct {
 	// on the goroutine that caused the change and must not block.
 	OnComplete func(Info)
 	OnRemove   func(Info)
+	// OnRuleFired is called when a completion rule of this node fires for a
+	// dataset (not for RequestComplete), so the daemon can make completion
+	// a job-wide event. It runs after the local request and must not block.
+	OnRuleFired func(r Route, reason string)
 }
 
 // Store is the node-local cache of datasets. Its methods are safe for
@@ -216,7 +220,7 @@ func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 	s.mu.Unlock()
 	s.log.Info("dataset started", "dataset", r.Name, "kind", r.Kind, "root", r.Root, "id", d.id)
 	for _, o := range older {
-		s.requestComplete(o, "next dataset "+r.Name+" started")
+		s.ruleFired(o, "next dataset "+r.Name+" started")
 	}
 	return d, true, nil
 }
@@ -274,7 +278,7 @@ func (s *Store) Rename(d *Dataset, to Route) error {
 	s.mu.Unlock()
 	s.log.Info("dataset renamed", "dataset", to.Name, "from", from)
 	if s.opts.Rules.Rename {
-		s.requestComplete(d, "renamed from "+from)
+		s.ruleFired(d, "renamed from "+from)
 	}
 	return err
 }
@@ -312,11 +316,20 @@ func (s *Store) RequestComplete(name, reason string) error {
 	return nil
 }
 
-func (s *Store) requestComplete(d *Dataset, reason string) {
+// ruleFired requests completion because a rule fired here, and reports it.
+func (s *Store) ruleFired(d *Dataset, reason string) {
+	if s.requestComplete(d, reason) && s.opts.OnRuleFired != nil {
+		s.opts.OnRuleFired(d.Route(), reason)
+	}
+}
+
+// requestComplete marks d as completing; it reports false if d was not
+// writing or its completion was already requested.
+func (s *Store) requestComplete(d *Dataset, reason string) bool {
 	d.mu.Lock()
 	if d.state != Writing || d.completing != "" {
 		d.mu.Unlock()
-		return
+		return false
 	}
 	d.completing = reason
 	if d.idle != nil {
@@ -330,6 +343,7 @@ func (s *Store) requestComplete(d *Dataset, reason string) {
 	if ready {
 		s.finishCompletion(d)
 	}
+	return true
 }
 
 func (s *Store) isMarker(rel string) bool {
