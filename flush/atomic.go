@@ -1,0 +1,163 @@
+package flush
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The crash-safety primitives. On a parallel file system a rename is atomic
+// for other clients, but it is durable only once the directory is synced,
+// and a file's bytes only once the file is: so every metadata file goes
+// tmp → fsync → rename → fsync dir, and every directory scrfs creates is
+// followed by a sync of its parent.
+
+// tmpMark separates a metadata file's name from the random suffix of its
+// temporary copy: "index.json.tmp-123456". Readers never open such names;
+// the single writer of each file removes leftovers (see removeStaleTmp).
+const tmpMark = ".tmp-"
+
+// fsyncDir makes dir's entries (creations, renames, removals) durable.
+func fsyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return pathErr("open directory", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return pathErr("fsync directory", dir, err)
+	}
+	return nil
+}
+
+// mkdirAllSync is os.MkdirAll that also syncs the parent of every directory
+// it creates, so a crash cannot lose a directory whose contents were synced.
+// An existing non-directory is an error.
+func mkdirAllSync(dir string, perm os.FileMode) error {
+	st, err := os.Stat(dir)
+	if err == nil {
+		if !st.IsDir() {
+			return pathErr("mkdir", dir, errors.New("exists and is not a directory"))
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return pathErr("stat", dir, err)
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAllSync(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil {
+		// Another node may have created it in between: fine if it is a
+		// directory now.
+		if st, serr := os.Stat(dir); serr == nil && st.IsDir() {
+			return nil
+		}
+		return pathErr("mkdir", dir, err)
+	}
+	return fsyncDir(parent)
+}
+
+// writeFileAtomic replaces path with data so that readers, and the file
+// after a crash, see either the old or the new content in full. The
+// temporary file has a random name next to path, so two writers never
+// scribble into the same temporary file.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir, base := filepath.Split(path)
+	f, err := os.CreateTemp(dir, base+tmpMark+"*")
+	if err != nil {
+		return pathErr("create", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return pathErr("write", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return pathErr("chmod", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return pathErr("fsync", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return pathErr("close", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return pathErr("rename", path, err)
+	}
+	return fsyncDir(dir)
+}
+
+// removeStaleTmp removes the temporary copies of path that a writer killed
+// mid-write left behind. Only path's single writer (the lock holder for the
+// index, node i for its part, the merging node for the manifest) calls it,
+// so it never removes a temporary file that is still being written.
+func removeStaleTmp(path string) error {
+	dir, base := filepath.Split(path)
+	names, err := readDirNames(dir)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, base+tmpMark) {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return pathErr("remove stale", filepath.Join(dir, n), err)
+			}
+		}
+	}
+	return nil
+}
+
+// readDirNames lists dir; a missing dir is empty.
+func readDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, pathErr("open directory", dir, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, pathErr("read directory", dir, err)
+	}
+	return names, nil
+}
+
+// readSmallFile reads a metadata file, refusing absurd sizes so a corrupt
+// or hostile prefix cannot make the daemon allocate gigabytes.
+func readSmallFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxMetadataSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxMetadataSize {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: errTooLarge}
+	}
+	return b, nil
+}
+
+// maxMetadataSize bounds an index or manifest: 1 GiB is millions of entries.
+const maxMetadataSize = 1 << 30
+
+var errTooLarge = errors.New("metadata file larger than 1 GiB")

@@ -1,0 +1,347 @@
+package flush
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// The copy engine shared by Flush and Fetch: a fixed list of range jobs
+// (whole small files, 32 MiB ranges of large ones) that Streams workers pull
+// in order, each with its own buffer. The first range of a file to run opens
+// it, the last one to finish combines the range CRCs and finishes the file.
+
+const (
+	// maxPendingSyncs bounds the files written but not yet fsynced.
+	maxPendingSyncs = 64
+	// rangeSize is the piece of a large file one stream copies. Large
+	// enough that per-range overhead (two lseeks, a CRC combine) vanishes,
+	// small enough that a few big files keep every stream busy.
+	rangeSize = 32 << 20
+	// splitAbove is the size from which a file is split into ranges.
+	splitAbove = 2 * rangeSize
+)
+
+// fileTask is one regular file being copied.
+type fileTask struct {
+	e    *Entry // filled in (Flush) or checked (Fetch) when the copy ends
+	src  string // the path read
+	dst  string // the path written: a temporary name during Flush
+	name string // the destination path errors name
+	size int64
+
+	lens []int64  // length of each range
+	crcs []uint32 // CRC32C of each range; written by its stream
+	left atomic.Int32
+
+	// Set once by the first range's stream, read by the others after
+	// once.Do returns.
+	once        sync.Once
+	openErr     error
+	in, out     *os.File
+	inFd, outFd int
+	seekData    bool // SEEK_DATA/SEEK_HOLE worked on in: skip holes
+	finished    bool // closed and done; written only by the stream or syncer that closes it
+}
+
+type rangeJob struct {
+	t      *fileTask
+	idx    int
+	off, n int64
+}
+
+// copier runs one Flush's or Fetch's file copies.
+type copier struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	o      Options
+	fetch  bool // check sizes and CRCs against the entries rather than record them
+	sync   bool // fsync each file (Flush: the prefix must be durable)
+	prog   *progress
+	euid   uint32
+	egid   uint32
+
+	tasks []*fileTask
+	jobs  []rangeJob
+	next  atomic.Int64
+	syncQ chan *fileTask // written files waiting for fsync (Flush only)
+	noCFR atomic.Bool    // copy_file_range was refused once: stop trying
+
+	// mu protects err, the first failure.
+	mu  sync.Mutex
+	err error
+}
+
+func newCopier(ctx context.Context, o Options, tasks []*fileTask, fetch bool, prog *progress) *copier {
+	c := &copier{o: o, fetch: fetch, sync: !fetch, prog: prog, tasks: tasks,
+		euid: uint32(os.Geteuid()), egid: uint32(os.Getegid())}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	// Largest files first: their ranges spread over all streams while the
+	// small files fill the tail.
+	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].size > tasks[j].size })
+	for _, t := range tasks {
+		n := int64(1)
+		if t.size > splitAbove {
+			n = (t.size + rangeSize - 1) / rangeSize
+		}
+		t.lens = make([]int64, n)
+		t.crcs = make([]uint32, n)
+		t.left.Store(int32(n))
+		for i := int64(0); i < n; i++ {
+			off := i * rangeSize
+			l := min(t.size-off, rangeSize)
+			if n == 1 {
+				off, l = 0, t.size
+			}
+			t.lens[i] = l
+			c.jobs = append(c.jobs, rangeJob{t: t, idx: int(i), off: off, n: l})
+		}
+	}
+	return c
+}
+
+// run copies everything and returns the first error. Open files are closed
+// whatever happens; on error the caller removes what was written.
+func (c *copier) run() error {
+	defer c.cancel(nil)
+	streams := min(c.o.Streams, len(c.jobs))
+	var syncers sync.WaitGroup
+	if c.sync {
+		// fsync runs beside the copy, not in it: a stream that waited for
+		// each file's fsync would leave the device idle while it reads the
+		// next file, and the CPU idle while the device writes.
+		c.syncQ = make(chan *fileTask, maxPendingSyncs)
+		for range streams {
+			syncers.Add(1)
+			go func() {
+				defer syncers.Done()
+				c.syncer()
+			}()
+		}
+	}
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := c.o.Buffers.get()
+			defer c.o.Buffers.put(buf)
+			c.worker(buf)
+		}()
+	}
+	wg.Wait()
+	if c.syncQ != nil {
+		close(c.syncQ)
+		syncers.Wait()
+	}
+	for _, t := range c.tasks {
+		if !t.finished {
+			closeFile(t.in)
+			closeFile(t.out)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	return c.ctx.Err() // the caller's ctx ended before every job ran
+}
+
+func (c *copier) fail(err error) {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	c.cancel(err)
+}
+
+func (c *copier) worker(buf []byte) {
+	for c.ctx.Err() == nil {
+		i := c.next.Add(1) - 1
+		if i >= int64(len(c.jobs)) {
+			return
+		}
+		if err := c.copyJob(&c.jobs[i], buf); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+func (c *copier) copyJob(j *rangeJob, buf []byte) error {
+	t := j.t
+	t.once.Do(func() { t.openErr = c.open(t) })
+	if t.openErr != nil {
+		return t.openErr
+	}
+	crc, err := c.copyRange(t, j.off, j.n, buf)
+	if err != nil {
+		return err
+	}
+	t.crcs[j.idx] = crc
+	if t.left.Add(-1) > 0 {
+		return nil
+	}
+	return c.finish(t)
+}
+
+// open opens t's source and creates its destination at full length, so
+// ranges can be written at their offsets and trailing holes stay holes.
+func (c *copier) open(t *fileTask) error {
+	flags := os.O_RDONLY
+	if c.fetch {
+		// The prefix is another party's directory: never follow a
+		// symlink that replaced a file.
+		flags |= syscall.O_NOFOLLOW
+	}
+	in, err := os.OpenFile(t.src, flags, 0)
+	if err != nil {
+		switch {
+		case c.fetch && errors.Is(err, fs.ErrNotExist):
+			return &CorruptError{Path: t.src, Reason: "missing"}
+		case c.fetch && errors.Is(err, syscall.ELOOP):
+			return &CorruptError{Path: t.src, Reason: "is a symbolic link, manifest says file"}
+		}
+		return pathErr("open", t.src, err)
+	}
+	t.in = in
+	t.inFd = int(in.Fd())
+	st, err := in.Stat()
+	if err != nil {
+		return pathErr("stat", t.src, err)
+	}
+	switch {
+	case c.fetch && !st.Mode().IsRegular():
+		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("is a %s, manifest says file", typeName(st.Mode()))}
+	case c.fetch && st.Size() != t.size:
+		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), t.size)}
+	case !st.Mode().IsRegular() || st.Size() != t.size:
+		return pathErr("read", t.src, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), t.size))
+	}
+	t.seekData = true
+	_ = unix.Fadvise(t.inFd, 0, 0, unix.FADV_SEQUENTIAL) // a hint; failure is harmless
+	out, err := os.OpenFile(t.dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return pathErr("create", t.name, err)
+	}
+	t.out = out
+	t.outFd = int(out.Fd())
+	if t.size > 0 {
+		if err := out.Truncate(t.size); err != nil {
+			return pathErr("truncate", t.name, err)
+		}
+	}
+	return nil
+}
+
+// finish runs on the stream that copied t's last range: it checks or
+// records the CRC, applies owner, mode and mtime, syncs and closes.
+func (c *copier) finish(t *fileTask) error {
+	var crc uint32
+	for i, r := range t.crcs {
+		crc = crcCombine(crc, r, t.lens[i])
+	}
+	e := t.e
+	if c.fetch && c.o.CRC && e.HasCRC && crc != e.CRC32C {
+		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("crc32c %08x, manifest says %08x", crc, e.CRC32C)}
+	}
+	if !c.fetch {
+		e.CRC32C, e.HasCRC = crc, c.o.CRC
+	}
+	// chown before chmod: chown clears setuid and setgid bits.
+	if e.UID != c.euid || e.GID != c.egid {
+		if err := unix.Fchown(t.outFd, int(e.UID), int(e.GID)); err != nil && err != unix.EPERM {
+			return pathErr("chown", t.name, err)
+		}
+	}
+	if err := unix.Fchmod(t.outFd, e.Mode); err != nil {
+		return pathErr("chmod", t.name, err)
+	}
+	if err := setMtime(t.dst, e.MtimeNs); err != nil {
+		return pathErr("set mtime of", t.name, err)
+	}
+	closeFile(t.in)
+	t.in = nil
+	if c.sync {
+		// Blocks when maxPendingSyncs files wait: the copy must not run
+		// arbitrarily far ahead of the device (open files, dirty memory).
+		select {
+		case c.syncQ <- t:
+			return nil
+		case <-c.ctx.Done():
+			return context.Cause(c.ctx)
+		}
+	}
+	return c.close(t)
+}
+
+// syncer fsyncs and closes the files the streams wrote, until the queue is
+// closed. After a failure it only closes them (run's cleanup would too).
+func (c *copier) syncer() {
+	for t := range c.syncQ {
+		if c.ctx.Err() != nil {
+			continue
+		}
+		if err := t.out.Sync(); err != nil {
+			c.fail(pathErr("fsync", t.name, err))
+			continue
+		}
+		// The bytes are on stable storage: drop them from this node's page
+		// cache, which belongs to the application.
+		_ = unix.Fadvise(t.outFd, 0, 0, unix.FADV_DONTNEED)
+		if err := c.close(t); err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+// close closes t's destination and marks it done.
+func (c *copier) close(t *fileTask) error {
+	t.finished = true
+	if err := t.out.Close(); err != nil {
+		return pathErr("close", t.name, err)
+	}
+	return nil
+}
+
+// setMtime sets path's mtime and leaves its atime alone, without following
+// a final symlink (so it serves for links too).
+func setMtime(path string, ns int64) error {
+	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(ns)}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func closeFile(f *os.File) {
+	if f != nil {
+		_ = f.Close() // error path: the copy already failed
+	}
+}
+
+// typeName names the type of a mode for messages.
+func typeName(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return TypeFile
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
+}

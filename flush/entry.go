@@ -1,0 +1,206 @@
+package flush
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/scrfs/scrfs/layout"
+)
+
+// Entry types, the values of Entry.Type.
+const (
+	TypeFile    = "file"
+	TypeDir     = "dir"
+	TypeSymlink = "symlink"
+)
+
+// Entry describes one file, directory or symbolic link of a dataset as one
+// node flushed it. It is a plain value: callers may copy and keep it.
+type Entry struct {
+	// Path is relative to the dataset directory, slash-separated and clean:
+	// never empty, absolute, "." or containing "..", never inside the
+	// dataset's own .scrfs directory.
+	Path string
+	// Type is TypeFile, TypeDir or TypeSymlink.
+	Type string
+	// Size is the length of a regular file in bytes; 0 for the other types.
+	Size int64
+	// CRC32C is the Castagnoli CRC of the file's bytes; meaningful only
+	// when HasCRC is set (a flush with Options.CRC off records none).
+	CRC32C uint32
+	// HasCRC reports whether CRC32C was computed. (An addition to the
+	// brief's Entry: a CRC of 0 is a valid checksum, so absence needs its
+	// own bit.)
+	HasCRC bool
+	// Mode holds the Unix permission bits including setuid, setgid and
+	// sticky (mode & 07777), not an os.FileMode.
+	Mode uint32
+	// UID and GID are the numeric owner and group.
+	UID, GID uint32
+	// MtimeNs is the modification time in nanoseconds since the Unix epoch.
+	MtimeNs int64
+	// Target is a symbolic link's target, exactly as readlink returned it.
+	Target string
+	// Node is the index of the node that flushed the entry.
+	Node int
+}
+
+// maxPath bounds an entry path (Linux PATH_MAX), so a corrupt manifest cannot
+// make Fetch build absurd names.
+const maxPath = 4096
+
+// checkPath reports whether p is an acceptable Entry.Path.
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("empty path")
+	case len(p) >= maxPath:
+		return fmt.Errorf("path %.40q... longer than %d bytes", p, maxPath-1)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("path %q contains NUL", p)
+	case p[0] == '/':
+		return fmt.Errorf("path %q is absolute", p)
+	}
+	for i, c := range strings.Split(p, "/") {
+		switch {
+		case c == "" || c == "." || c == "..":
+			return fmt.Errorf("path %q is not clean and relative", p)
+		case len(c) > 255:
+			return fmt.Errorf("path %q has a component longer than 255 bytes", p)
+		case i == 0 && c == layout.MetaDir:
+			return fmt.Errorf("path %q is inside scrfs's own %s", p, layout.MetaDir)
+		}
+	}
+	return nil
+}
+
+// check validates one entry on its own.
+func (e *Entry) check() error {
+	if err := checkPath(e.Path); err != nil {
+		return err
+	}
+	if e.Node < 0 {
+		return fmt.Errorf("%s: negative node %d", e.Path, e.Node)
+	}
+	if e.Mode&^07777 != 0 {
+		return fmt.Errorf("%s: mode %#o has bits beyond 07777", e.Path, e.Mode)
+	}
+	switch e.Type {
+	case TypeFile:
+		if e.Size < 0 {
+			return fmt.Errorf("%s: negative size %d", e.Path, e.Size)
+		}
+		if e.Target != "" {
+			return fmt.Errorf("%s: a regular file has no link target", e.Path)
+		}
+	case TypeDir, TypeSymlink:
+		if e.Size != 0 || e.HasCRC {
+			return fmt.Errorf("%s: a %s has no size or CRC", e.Path, e.Type)
+		}
+		if e.Type == TypeDir && e.Target != "" {
+			return fmt.Errorf("%s: a directory has no link target", e.Path)
+		}
+		if e.Type == TypeSymlink && (e.Target == "" || len(e.Target) >= maxPath || strings.IndexByte(e.Target, 0) >= 0) {
+			return fmt.Errorf("%s: symlink target %.40q is empty, too long or contains NUL", e.Path, e.Target)
+		}
+	default:
+		return fmt.Errorf("%s: unknown type %q", e.Path, e.Type)
+	}
+	return nil
+}
+
+// checkEntries validates a set of entries as a whole: each entry, no path
+// listed twice except a directory (several nodes create the same
+// directories), and no entry below a non-directory. The last rule is what
+// keeps Fetch inside its destination: a manifest listing symlink "a" -> "/"
+// and file "a/etc/passwd" is rejected here.
+func checkEntries(es []Entry) error {
+	kind := make(map[string]string, len(es))
+	for i := range es {
+		e := &es[i]
+		if err := e.check(); err != nil {
+			return err
+		}
+		if prev, ok := kind[e.Path]; ok && (prev != TypeDir || e.Type != TypeDir) {
+			return fmt.Errorf("%s listed twice (%s and %s)", e.Path, prev, e.Type)
+		}
+		kind[e.Path] = e.Type
+	}
+	for p := range kind {
+		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
+			if t, ok := kind[p[:i]]; ok && t != TypeDir {
+				return fmt.Errorf("%s lies below %s, which is a %s", p, p[:i], t)
+			}
+		}
+	}
+	return nil
+}
+
+func nextSlash(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
+// sortEntries orders entries by path, then node: the order of every list
+// scrfs writes, so files diff cleanly.
+func sortEntries(es []Entry) {
+	sort.Slice(es, func(i, j int) bool {
+		if es[i].Path != es[j].Path {
+			return es[i].Path < es[j].Path
+		}
+		return es[i].Node < es[j].Node
+	})
+}
+
+// wireEntry is Entry as JSON; see docs/formats-prefix.md. The CRC is a hex
+// string (the form checksum tools print) and absent when not computed.
+type wireEntry struct {
+	Path    string `json:"path"`
+	Type    string `json:"type"`
+	Size    int64  `json:"size"`
+	CRC32C  string `json:"crc32c,omitempty"`
+	Mode    uint32 `json:"mode"`
+	UID     uint32 `json:"uid"`
+	GID     uint32 `json:"gid"`
+	MtimeNs int64  `json:"mtime_ns"`
+	Target  string `json:"target,omitempty"`
+	Node    int    `json:"node"`
+}
+
+// MarshalJSON encodes e in the manifest format.
+func (e Entry) MarshalJSON() ([]byte, error) {
+	w := wireEntry{Path: e.Path, Type: e.Type, Size: e.Size, Mode: e.Mode, UID: e.UID, GID: e.GID,
+		MtimeNs: e.MtimeNs, Target: e.Target, Node: e.Node}
+	if e.HasCRC {
+		w.CRC32C = fmt.Sprintf("%08x", e.CRC32C)
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes the manifest format. It checks the CRC's syntax only;
+// the decoders of whole files call check.
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var w wireEntry
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = Entry{Path: w.Path, Type: w.Type, Size: w.Size, Mode: w.Mode, UID: w.UID, GID: w.GID,
+		MtimeNs: w.MtimeNs, Target: w.Target, Node: w.Node}
+	if w.CRC32C != "" {
+		if len(w.CRC32C) != 8 {
+			return fmt.Errorf("%s: crc32c %q is not 8 hex digits", w.Path, w.CRC32C)
+		}
+		v, err := strconv.ParseUint(w.CRC32C, 16, 32)
+		if err != nil {
+			return fmt.Errorf("%s: crc32c %q is not 8 hex digits", w.Path, w.CRC32C)
+		}
+		e.CRC32C, e.HasCRC = uint32(v), true
+	}
+	return nil
+}

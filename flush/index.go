@@ -1,0 +1,274 @@
+package flush
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/scrfs/scrfs/layout"
+)
+
+// Dataset states in the index.
+const (
+	// StateFlushing: a flush was started; files and parts may be partial.
+	// Never fetched.
+	StateFlushing = "flushing"
+	// StateComplete: every node's files and part are durable and the merged
+	// manifest is written.
+	StateComplete = "complete"
+)
+
+// FetchFailure records one failed attempt to fetch a dataset.
+type FetchFailure struct {
+	Time   time.Time `json:"time"`
+	Node   int       `json:"node"`   // the node that failed
+	Reason string    `json:"reason"` // the error, e.g. a CorruptError's text
+}
+
+// IndexEntry is one dataset in the job index. A plain value.
+type IndexEntry struct {
+	Name  string `json:"name"`
+	ID    uint64 `json:"id"`    // creation order (the cache's dataset ID): larger is newer
+	State string `json:"state"` // StateFlushing or StateComplete
+	Nodes int    `json:"nodes"` // nodes that flushed a part
+	Files int64  `json:"files"`
+	Bytes int64  `json:"bytes"`
+	// Started is when the last flush began; Flushed when it completed.
+	Started time.Time `json:"started,omitzero"`
+	Flushed time.Time `json:"flushed,omitzero"`
+	// FailedFetches lists failed fetch attempts, oldest first (at most
+	// maxFailures). Newest skips a dataset with any.
+	FailedFetches []FetchFailure `json:"failed_fetches,omitempty"`
+}
+
+// Index is the job index, <prefix>/.scrfs/index.json. Change it only inside
+// UpdateIndex; the caller owns what ReadIndex returns.
+type Index struct {
+	Version int `json:"version"`
+	// Current names the dataset a restart should fetch even if newer ones
+	// exist (scr_index --current); "" = the newest. Newest falls back to
+	// older datasets, never newer ones, when it is unusable.
+	Current string `json:"current,omitempty"`
+	// Datasets are sorted oldest first (by ID, then Flushed, then Name).
+	Datasets []IndexEntry `json:"datasets"`
+}
+
+const (
+	maxFailures  = 16   // failures kept per dataset: one is enough to skip it
+	maxReasonLen = 1024 // bytes of a failure reason kept
+)
+
+func emptyIndex() *Index { return &Index{Version: FormatVersion, Datasets: []IndexEntry{}} }
+
+// older orders entries by ID, then Flushed, then Name.
+func older(a, b *IndexEntry) bool {
+	switch {
+	case a.ID != b.ID:
+		return a.ID < b.ID
+	case !a.Flushed.Equal(b.Flushed):
+		return a.Flushed.Before(b.Flushed)
+	}
+	return a.Name < b.Name
+}
+
+func (ix *Index) sort() {
+	sort.SliceStable(ix.Datasets, func(i, j int) bool { return older(&ix.Datasets[i], &ix.Datasets[j]) })
+}
+
+func (ix *Index) find(name string) int {
+	for i := range ix.Datasets {
+		if ix.Datasets[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Lookup returns the entry of dataset name.
+func (ix *Index) Lookup(name string) (IndexEntry, bool) {
+	if i := ix.find(name); i >= 0 {
+		return ix.Datasets[i], true
+	}
+	return IndexEntry{}, false
+}
+
+// Put adds e or replaces the entry of the same name, after validating it.
+func (ix *Index) Put(e IndexEntry) error {
+	if err := e.check(); err != nil {
+		return err
+	}
+	if i := ix.find(e.Name); i >= 0 {
+		ix.Datasets[i] = e
+	} else {
+		ix.Datasets = append(ix.Datasets, e)
+	}
+	ix.sort()
+	return nil
+}
+
+// Remove drops dataset name (and clears Current if it named it). It
+// reports whether the dataset was there.
+func (ix *Index) Remove(name string) bool {
+	i := ix.find(name)
+	if i < 0 {
+		return false
+	}
+	ix.Datasets = append(ix.Datasets[:i], ix.Datasets[i+1:]...)
+	if ix.Current == name {
+		ix.Current = ""
+	}
+	return true
+}
+
+// SetCurrent marks dataset name as the one to restart from; "" clears the
+// mark. The dataset must be in the index and complete.
+func (ix *Index) SetCurrent(name string) error {
+	if name == "" {
+		ix.Current = ""
+		return nil
+	}
+	e, ok := ix.Lookup(name)
+	if !ok {
+		return fmt.Errorf("set current: no dataset %q in the index", name)
+	}
+	if e.State != StateComplete {
+		return fmt.Errorf("set current %s: %w (state %s)", name, ErrNotComplete, e.State)
+	}
+	ix.Current = name
+	return nil
+}
+
+// AddFetchFailure records a failed fetch of dataset name, so Newest skips it
+// from now on. Long reasons are cut; only the last maxFailures are kept.
+func (ix *Index) AddFetchFailure(name string, f FetchFailure) error {
+	i := ix.find(name)
+	if i < 0 {
+		return fmt.Errorf("record fetch failure: no dataset %q in the index", name)
+	}
+	if len(f.Reason) > maxReasonLen {
+		f.Reason = f.Reason[:maxReasonLen]
+	}
+	if f.Node < 0 {
+		return fmt.Errorf("record fetch failure of %s: negative node %d", name, f.Node)
+	}
+	e := &ix.Datasets[i]
+	e.FailedFetches = append(e.FailedFetches, f)
+	if n := len(e.FailedFetches); n > maxFailures {
+		e.FailedFetches = append([]FetchFailure(nil), e.FailedFetches[n-maxFailures:]...)
+	}
+	return nil
+}
+
+// MaxID returns the largest dataset ID in the index (0 if empty), so a new
+// run can number its datasets after those of earlier runs.
+func (ix *Index) MaxID() uint64 {
+	var m uint64
+	for i := range ix.Datasets {
+		m = max(m, ix.Datasets[i].ID)
+	}
+	return m
+}
+
+// Newest picks the dataset to fetch, as SCR does: among complete datasets
+// without a failed fetch for which usable (nil = all) returns true, the
+// newest — but no newer than Current when Current is set, so a user's
+// choice of restart point holds and falls back only to older datasets.
+func (ix *Index) Newest(usable func(IndexEntry) bool) (IndexEntry, bool) {
+	var limit *IndexEntry
+	if i := ix.find(ix.Current); ix.Current != "" && i >= 0 {
+		limit = &ix.Datasets[i]
+	}
+	best := -1
+	for i := range ix.Datasets {
+		e := &ix.Datasets[i]
+		if e.State != StateComplete || len(e.FailedFetches) > 0 {
+			continue
+		}
+		if limit != nil && older(limit, e) {
+			continue
+		}
+		if best >= 0 && !older(&ix.Datasets[best], e) {
+			continue
+		}
+		if usable != nil && !usable(*e) {
+			continue
+		}
+		best = i
+	}
+	if best < 0 {
+		return IndexEntry{}, false
+	}
+	return ix.Datasets[best], true
+}
+
+func (e *IndexEntry) check() error {
+	if err := layout.CheckDatasetName(e.Name); err != nil {
+		return err
+	}
+	switch {
+	case e.State != StateFlushing && e.State != StateComplete:
+		return fmt.Errorf("dataset %s: unknown state %q", e.Name, e.State)
+	case e.Nodes < 0 || e.Files < 0 || e.Bytes < 0:
+		return fmt.Errorf("dataset %s: negative nodes, files or bytes", e.Name)
+	case e.State == StateComplete && e.Nodes < 1:
+		return fmt.Errorf("dataset %s: complete with %d nodes", e.Name, e.Nodes)
+	}
+	for _, f := range e.FailedFetches {
+		if f.Node < 0 {
+			return fmt.Errorf("dataset %s: fetch failure of negative node %d", e.Name, f.Node)
+		}
+	}
+	return nil
+}
+
+// validate checks the index as a whole.
+func (ix *Index) validate() error {
+	seen := make(map[string]bool, len(ix.Datasets))
+	for i := range ix.Datasets {
+		e := &ix.Datasets[i]
+		if err := e.check(); err != nil {
+			return err
+		}
+		if seen[e.Name] {
+			return fmt.Errorf("dataset %s listed twice", e.Name)
+		}
+		seen[e.Name] = true
+	}
+	if ix.Current != "" && !seen[ix.Current] {
+		return fmt.Errorf("current dataset %q is not in the index", ix.Current)
+	}
+	return nil
+}
+
+// decodeIndex parses and validates an index file's bytes.
+func decodeIndex(b []byte) (*Index, error) {
+	var w struct {
+		Version  *int          `json:"version"`
+		Current  string        `json:"current"`
+		Datasets *[]IndexEntry `json:"datasets"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMetadata, err)
+	}
+	if w.Version == nil || *w.Version != FormatVersion {
+		return nil, fmt.Errorf("%w: %s, want version %d", ErrBadMetadata, versionString(w.Version), FormatVersion)
+	}
+	if w.Datasets == nil || *w.Datasets == nil {
+		return nil, fmt.Errorf("%w: no \"datasets\" list", ErrBadMetadata)
+	}
+	ix := &Index{Version: *w.Version, Current: w.Current, Datasets: *w.Datasets}
+	if err := ix.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMetadata, err)
+	}
+	ix.sort()
+	return ix, nil
+}
+
+func encodeIndex(ix *Index) ([]byte, error) {
+	b, err := json.MarshalIndent(ix, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
