@@ -53,7 +53,7 @@ func (d *Daemon) handleComplete(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := d.store.RequestComplete(req.Name, "scrfs complete"); err != nil {
+	if err := d.completeEverywhere(req.Name); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -73,7 +73,7 @@ func (d *Daemon) status() control.Status {
 		},
 		Datasets: []control.Dataset{},
 		Failed:   []control.Dataset{},
-		Peers:    []control.Peer{},
+		Peers:    d.peerStatus(),
 	}
 	if d.mount != nil {
 		st.Node.Mountpoint = d.mount.Dir()

@@ -33,6 +33,9 @@ type Daemon struct {
 	controlDir string
 	node, size int // node index and number of nodes in the job
 
+	cluster *Cluster
+	rpc     *rpc
+	ctx     context.Context // cancelled when the daemon stops; for background work
 	reg     *prometheus.Registry
 	store   *cache.Store
 	fsys    *fs.FS
@@ -57,12 +60,28 @@ func Run(ctx context.Context, o Options) error {
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
+	cluster, err := ResolveCluster(d.cfg, os.Environ())
+	if err != nil {
+		return err
+	}
+	d.cluster, d.node, d.size = cluster, cluster.Self, cluster.Size()
+	d.log = d.log.With("node", d.node)
 	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.node)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	d.ctx = ctx
 
 	if err := d.openStore(); err != nil {
 		return err
 	}
 	defer d.store.Close()
+
+	d.rpc = newRPC(d.node, d.size)
+	d.registerCompletion()
+	if err := d.startPeers(ctx); err != nil {
+		return err
+	}
+	defer d.stopPeers()
 
 	stopControl, err := d.serveControl()
 	if err != nil {
@@ -97,15 +116,16 @@ func (d *Daemon) openStore() error {
 		return err
 	}
 	store, err := cache.Open(cache.Options{
-		CacheDir:   d.cacheDir,
-		ControlDir: d.controlDir,
-		CacheSize:  d.cfg.Datasets.CacheSize,
-		Router:     router,
-		Rules:      rulesOf(d.cfg.CompleteRules()),
-		Logger:     d.log,
-		Registerer: d.reg,
-		OnComplete: d.onComplete,
-		OnRemove:   d.onRemove,
+		CacheDir:    d.cacheDir,
+		ControlDir:  d.controlDir,
+		CacheSize:   d.cfg.Datasets.CacheSize,
+		Router:      router,
+		Rules:       rulesOf(d.cfg.CompleteRules()),
+		Logger:      d.log,
+		Registerer:  d.reg,
+		OnComplete:  d.onComplete,
+		OnRemove:    d.onRemove,
+		OnRuleFired: d.onRuleFired,
 	})
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ func commands() []command {
 		{"mount", "scrfs mount [--config FILE] [--prefix DIR] [--job ID] MOUNTPOINT", "run the daemon in the foreground", runMount},
 		{"status", "scrfs status [--json] [--wait-ready DURATION] [--control DIR]", "show the node's datasets and state", runStatus},
 		{"complete", "scrfs complete [--control DIR] NAME", "mark a dataset complete", runComplete},
+		{"layout", "scrfs layout [--json] [--config FILE]", "print the redundancy sets and the failures they tolerate", runLayout},
 		{"config", "scrfs config [--config FILE]", "print the effective configuration", runConfig},
 		{"version", "scrfs version", "print the version", runVersion},
 	}

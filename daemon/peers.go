@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/peer"
+)
+
+// startPeers starts this node's peer endpoint in a job of several nodes and
+// keeps links up to the members of its redundancy set.
+func (d *Daemon) startPeers(ctx context.Context) error {
+	if d.size == 1 {
+		return nil
+	}
+	secret, err := LoadSecret(d.cfg)
+	if err != nil {
+		return err
+	}
+	c := d.cfg.Cluster
+	node, err := peer.Start(ctx, peer.Config{
+		Job:         d.cfg.Job.ID,
+		Self:        d.node,
+		Addrs:       d.cluster.Addrs,
+		Listen:      c.Listen,
+		Secret:      secret,
+		DialTimeout: c.ConnectTimeout.Duration,
+		IOTimeout:   c.IOTimeout.Duration,
+		Heartbeat:   c.Heartbeat.Duration,
+		Handlers:    d.rpc.peerHandlers(),
+		Logger:      d.log,
+		Registerer:  d.reg,
+	})
+	if err != nil {
+		return fmt.Errorf("peer: %w", err)
+	}
+	d.rpc.node = node
+	set, _ := d.cluster.Layout.Find(d.node)
+	var others []int
+	for _, m := range set.Members {
+		if m != d.node {
+			others = append(others, m)
+		}
+	}
+	node.Connect(others)
+	d.log.Info("peer endpoint listening", "addr", node.Addr().String(), "nodes", d.size,
+		"set", set.ID, "members", set.Members, "scheme", d.cluster.Scheme.String(), "from", d.cluster.Source)
+	for _, w := range d.cluster.Layout.Warnings {
+		d.log.Warn("redundancy set layout", "warning", w)
+	}
+	return nil
+}
+
+func (d *Daemon) stopPeers() {
+	if d.rpc.node != nil {
+		d.rpc.node.Close()
+	}
+}
+
+// peerStatus reports the link to every other member of this node's set.
+func (d *Daemon) peerStatus() []control.Peer {
+	out := []control.Peer{}
+	if d.rpc == nil || d.rpc.node == nil {
+		return out
+	}
+	for _, l := range d.rpc.node.Links() {
+		out = append(out, control.Peer{Index: l.Peer, Addr: l.Addr, Up: l.Up, Since: l.Since, LastError: l.LastError})
+	}
+	return out
+}
+
+// othersThan returns every node index of the job except self.
+func (d *Daemon) others() []int {
+	var out []int
+	for i := 0; i < d.size; i++ {
+		if i != d.node {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// broadcastTimeout bounds how long a job-wide notification keeps trying an
+// unreachable node before giving up on it.
+func (d *Daemon) broadcastTimeout() time.Duration { return d.cfg.Cluster.ConnectTimeout.Duration }
