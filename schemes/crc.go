@@ -1,0 +1,180 @@
+package schemes
+
+import (
+	"fmt"
+	"hash/crc32"
+	"sort"
+	"sync"
+)
+
+// castagnoli is the CRC32C table; crc32 uses SSE4.2/ARM CRC instructions for
+// it, so checking every byte costs little next to moving it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// crcShift holds, for i in 0..63, the GF(2) operator (32 columns) that
+// appends 2^i zero bytes to a raw CRC register. It is computed once and
+// read-only afterwards.
+var crcShift = sync.OnceValue(func() *[64][32]uint32 {
+	var t [64][32]uint32
+	// One zero bit: the reflected Castagnoli polynomial in column 0, then
+	// the shift of each bit to its neighbour.
+	var bit [32]uint32
+	bit[0] = 0x82F63B78
+	for n := 1; n < 32; n++ {
+		bit[n] = 1 << (n - 1)
+	}
+	// Square three times: 2, 4, 8 zero bits = one zero byte.
+	var two, four [32]uint32
+	gf2Square(&two, &bit)
+	gf2Square(&four, &two)
+	gf2Square(&t[0], &four)
+	for i := 1; i < 64; i++ {
+		gf2Square(&t[i], &t[i-1])
+	}
+	return &t
+})
+
+func gf2Times(mat *[32]uint32, vec uint32) uint32 {
+	var sum uint32
+	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
+		if vec&1 != 0 {
+			sum ^= mat[i]
+		}
+	}
+	return sum
+}
+
+func gf2Square(sq, mat *[32]uint32) {
+	for n := 0; n < 32; n++ {
+		sq[n] = gf2Times(mat, mat[n])
+	}
+}
+
+// crc32cCombine returns the CRC32C of A||B given crcA = CRC32C(A),
+// crcB = CRC32C(B) and lenB = len(B). Pieces of a file are read out of order
+// (XOR and RS interleave chunks), so file CRCs are assembled from pieces.
+func crc32cCombine(crcA, crcB uint32, lenB int64) uint32 {
+	if lenB <= 0 {
+		return crcA
+	}
+	t := crcShift()
+	for i := 0; lenB != 0; i, lenB = i+1, lenB>>1 {
+		if lenB&1 != 0 {
+			crcA = gf2Times(&t[i], crcA)
+		}
+	}
+	return crcA ^ crcB
+}
+
+// crcRun is a contiguous range of a file whose CRC32C is known.
+type crcRun struct {
+	start, n int64
+	crc      uint32
+}
+
+// fileCRCs assembles per-file CRC32Cs from pieces that arrive in any order,
+// each piece at most once. Safe for concurrent use.
+type fileCRCs struct {
+	mu    sync.Mutex
+	sizes []int64
+	runs  [][]crcRun // mu protects runs
+}
+
+func newFileCRCs(sizes []int64) *fileCRCs {
+	return &fileCRCs{sizes: sizes, runs: make([][]crcRun, len(sizes))}
+}
+
+// add records that bytes b sit at offset start of file i.
+func (t *fileCRCs) add(i int, start int64, b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	c := crc32c(b)
+	n := int64(len(b))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	runs := t.runs[i]
+	for j := range runs {
+		r := &runs[j]
+		if r.start+r.n == start {
+			r.crc = crc32cCombine(r.crc, c, n)
+			r.n += n
+			// The grown run may now touch the next one.
+			for k := range runs {
+				if k != j && runs[k].start == r.start+r.n {
+					r.crc = crc32cCombine(r.crc, runs[k].crc, runs[k].n)
+					r.n += runs[k].n
+					runs = append(runs[:k], runs[k+1:]...)
+					break
+				}
+			}
+			t.runs[i] = runs
+			return
+		}
+		if start+n == r.start {
+			r.crc = crc32cCombine(c, r.crc, r.n)
+			r.start = start
+			r.n += n
+			return
+		}
+	}
+	t.runs[i] = append(runs, crcRun{start: start, n: n, crc: c})
+}
+
+// sums returns each file's CRC32C, or an error if some file was not covered
+// exactly once.
+func (t *fileCRCs) sums() ([]uint32, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]uint32, len(t.sizes))
+	for i, runs := range t.runs {
+		sort.Slice(runs, func(a, b int) bool { return runs[a].start < runs[b].start })
+		var crc uint32
+		var at int64
+		for _, r := range runs {
+			if r.start != at {
+				return nil, fmt.Errorf("file %d: bytes [%d, %d) not seen", i, at, r.start)
+			}
+			crc = crc32cCombine(crc, r.crc, r.n)
+			at += r.n
+		}
+		if at != t.sizes[i] {
+			return nil, fmt.Errorf("file %d: saw %d of %d bytes", i, at, t.sizes[i])
+		}
+		out[i] = crc
+	}
+	return out, nil
+}
+
+// blockCRCs accumulates the per-block CRC32Cs of a segment written
+// sequentially in pieces of any size.
+type blockCRCs struct {
+	bs     int64
+	crcs   []uint32
+	cur    uint32
+	curLen int64
+}
+
+func (b *blockCRCs) write(p []byte) {
+	for len(p) > 0 {
+		n := min(int64(len(p)), b.bs-b.curLen)
+		b.cur = crc32.Update(b.cur, castagnoli, p[:n])
+		b.curLen += n
+		p = p[n:]
+		if b.curLen == b.bs {
+			b.crcs = append(b.crcs, b.cur)
+			b.cur, b.curLen = 0, 0
+		}
+	}
+}
+
+// finish closes the last partial block and returns all block CRCs.
+func (b *blockCRCs) finish() []uint32 {
+	if b.curLen > 0 {
+		b.crcs = append(b.crcs, b.cur)
+		b.cur, b.curLen = 0, 0
+	}
+	return b.crcs
+}

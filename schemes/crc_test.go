@@ -1,0 +1,93 @@
+package schemes
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func TestCRC32CCombine(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1<<16)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for trial := 0; trial < 200; trial++ {
+		n := rng.IntN(len(buf) + 1)
+		cut := 0
+		if n > 0 {
+			cut = rng.IntN(n + 1)
+		}
+		a, b := buf[:cut], buf[cut:n]
+		if got, want := crc32cCombine(crc32c(a), crc32c(b), int64(len(b))), crc32c(buf[:n]); got != want {
+			t.Fatalf("combine at %d of %d: %08x, want %08x", cut, n, got, want)
+		}
+	}
+}
+
+func TestFileCRCsOutOfOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	sizes := []int64{0, 1, 1000, 4097, 77777}
+	data := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		data[i] = make([]byte, n)
+		for j := range data[i] {
+			data[i][j] = byte(rng.Uint32())
+		}
+	}
+	type piece struct {
+		file     int
+		off, end int64
+	}
+	var ps []piece
+	for i, n := range sizes {
+		for off := int64(0); off < n; {
+			end := min(n, off+1+rng.Int64N(3000))
+			ps = append(ps, piece{i, off, end})
+			off = end
+		}
+	}
+	rng.Shuffle(len(ps), func(a, b int) { ps[a], ps[b] = ps[b], ps[a] })
+	tr := newFileCRCs(sizes)
+	for _, p := range ps {
+		tr.add(p.file, p.off, data[p.file][p.off:p.end])
+	}
+	sums, err := tr.sums()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range sizes {
+		if sums[i] != crc32c(data[i]) {
+			t.Errorf("file %d: %08x, want %08x", i, sums[i], crc32c(data[i]))
+		}
+	}
+	// A gap is reported, not papered over.
+	tr = newFileCRCs([]int64{10})
+	tr.add(0, 0, make([]byte, 4))
+	tr.add(0, 5, make([]byte, 5))
+	if _, err := tr.sums(); err == nil {
+		t.Error("gap not reported")
+	}
+}
+
+func TestBlockCRCs(t *testing.T) {
+	data := make([]byte, 1000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	b := blockCRCs{bs: 64}
+	for off := 0; off < len(data); {
+		n := min(len(data)-off, 1+off%97)
+		b.write(data[off : off+n])
+		off += n
+	}
+	got := b.finish()
+	if len(got) != (len(data)+63)/64 {
+		t.Fatalf("%d blocks", len(got))
+	}
+	for i, c := range got {
+		end := min(len(data), (i+1)*64)
+		if c != crc32c(data[i*64:end]) {
+			t.Fatalf("block %d differs", i)
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package schemes
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Encode runs this member's part of encoding its set: all members call it
+// concurrently with the same Params. It scans m.Dir, exchanges file metadata,
+// streams data with the other members, and writes this member's redundancy
+// file Dir/.scrfs/<node>.<kind>.grp_<g>_of_<n>.mem_<r>_of_<p>.redset (via a
+// .tmp file, fsync and rename), removing this node's older redundancy files
+// there first. It returns only once every member has written its file; if
+// any member fails, all return an error (a PeerError for the others).
+//
+// The dataset must not change while Encode runs; a file that changes size is
+// reported with ErrMismatch. SINGLE needs no network and ignores links.
+func Encode(ctx context.Context, p Params, m Member, links Links, opts ...Option) (*Result, error) {
+	start := time.Now()
+	o := buildOptions(&p, opts)
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.validate(p); err != nil {
+		return nil, err
+	}
+	e := &encoder{p: p, m: m, o: o, path: redPath(p, m)}
+	if p.Kind == Single {
+		if err := e.single(); err != nil {
+			return nil, fmt.Errorf("encode %s rank %d: %w", m.Dataset, m.Rank, err)
+		}
+		return &Result{File: e.path, DataBytes: e.logical, Duration: time.Since(start)}, nil
+	}
+	// Everything that can fail runs inside the session, so a failure here
+	// reaches the other members as an abort instead of leaving them waiting.
+	s := newSession(ctx, links, m.Rank, p.Size, p.pieceSize(), o)
+	err := e.run(s)
+	s.close(err)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s rank %d: %w", m.Dataset, m.Rank, err)
+	}
+	o.log.Debug("encoded", "scheme", p.Kind.String(), "dataset", m.Dataset, "rank", m.Rank,
+		"bytes", e.logical, "duration", time.Since(start))
+	return s.result(e.path, e.logical, start), nil
+}
+
+type encoder struct {
+	p       Params
+	m       Member
+	o       *options
+	files   []FileMeta
+	logical int64
+	path    string
+}
+
+// header returns the header skeleton of this member's file.
+func (e *encoder) header(chunk int64, members []MemberMeta) *Header {
+	return newHeader(e.p, e.m, chunk, members)
+}
+
+func newHeader(p Params, m Member, chunk int64, members []MemberMeta) *Header {
+	h := &Header{
+		Version: fileVersion, Scheme: p.Kind.String(), Size: p.Size,
+		Group: m.Set.Group, Groups: m.Set.Groups, Nodes: m.Set.Nodes, Rank: m.Rank,
+		Dataset: m.Dataset, Chunk: chunk, Members: members,
+	}
+	switch p.Kind {
+	case Partner:
+		h.Replicas = p.Replicas
+	case RS:
+		h.Parity = p.Parity
+	}
+	return h
+}
+
+// scan lists the dataset.
+func (e *encoder) scan() error {
+	files, err := ScanDir(e.m.Dir)
+	if err != nil {
+		return err
+	}
+	e.files, e.logical = files, logicalSize(files)
+	return nil
+}
+
+func (e *encoder) single() error {
+	if err := e.scan(); err != nil {
+		return err
+	}
+	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), nil)
+	if err != nil {
+		return err
+	}
+	defer w.abort()
+	own := MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: e.files}
+	return w.finish(e.header(0, []MemberMeta{own}))
+}
+
+// run is the networked part of Encode.
+func (e *encoder) run(s *session) error {
+	if err := e.scan(); err != nil {
+		return s.fail(err)
+	}
+	hellos, err := s.sayHello(func(int) hello {
+		h := newHello("encode", e.p, e.m, nil)
+		h.Logical = e.logical
+		return h
+	})
+	if err != nil {
+		return err
+	}
+	// Every member now knows every logical size, hence the same chunk size
+	// (redset's allreduce of the maximum) and its sources' segment lengths.
+	sizes := make(map[int]int64, e.p.Size)
+	sizes[e.m.Rank] = e.logical
+	maxSize := e.logical
+	for r, h := range hellos {
+		sizes[r] = h.Logical
+		maxSize = max(maxSize, h.Logical)
+	}
+
+	var segs []Segment
+	var chunk int64
+	switch e.p.Kind {
+	case Partner:
+		for _, r := range e.p.recorded(e.m.Rank) {
+			segs = append(segs, Segment{Rank: r, Length: sizes[r]})
+		}
+	case XOR:
+		chunk = chunkSize(maxSize, e.p.Size-1)
+		segs = []Segment{{Rank: e.m.Rank, Length: chunk}}
+	case RS:
+		chunk = chunkSize(maxSize, e.p.Size-e.p.Parity)
+		for i := 0; i < e.p.Parity; i++ {
+			segs = append(segs, Segment{Rank: e.m.Rank, Index: i, Length: chunk})
+		}
+	}
+	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), segs)
+	if err != nil {
+		return s.fail(err)
+	}
+	defer w.abort()
+
+	// The data phase reads every byte of this member's files exactly once,
+	// in whatever order the scheme needs; the tracker assembles each file's
+	// CRC32C from those pieces for the header.
+	crcs := newFileCRCs(regularSizes(e.files))
+	lr := newLogicalReader(e.m.Dir, e.files, crcs)
+	defer lr.close()
+	var dataLen int64
+	for _, sg := range segs {
+		dataLen += sg.Length
+	}
+	switch e.p.Kind {
+	case Partner:
+		s.total = e.logical + dataLen
+		err = partnerEncode(s, e.p, e.m.Rank, sizes, lr, w)
+	case XOR:
+		s.total = int64(e.p.Size-1)*chunk + dataLen
+		err = xorEncode(s, e.p, e.m.Rank, chunk, lr, w)
+	case RS:
+		s.total = int64(e.p.Size-e.p.Parity)*chunk + dataLen
+		err = rsEncode(s, e.p, e.m.Rank, chunk, lr, w)
+	}
+	if err != nil {
+		return s.fail(err)
+	}
+	sums, err := crcs.sums()
+	if err != nil {
+		return s.fail(fmt.Errorf("internal error: file checksums: %w", err))
+	}
+	files := withCRCs(e.files, sums)
+
+	// Metadata goes to the recorders only now, with the CRCs; it is small,
+	// and the members that record it write their headers last anyway.
+	own := MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: files}
+	rec := e.p.recorded(e.m.Rank)
+	metas, err := s.sendMeta(&own, e.p.recorders(e.m.Rank), rec, sizes)
+	if err != nil {
+		return err
+	}
+	members := []MemberMeta{own}
+	for _, r := range rec {
+		members = append(members, *metas[r])
+	}
+	if err := w.finish(e.header(chunk, members)); err != nil {
+		return s.fail(err)
+	}
+	// Success means the whole set is protected, not just this member.
+	return s.barrier()
+}
+
+// chunkSize returns ⌈max/parts⌉, at least 1 as redset does, so empty sets
+// still produce well-formed files.
+func chunkSize(maxSize int64, parts int) int64 {
+	c := (maxSize + int64(parts) - 1) / int64(parts)
+	return max(c, 1)
+}
+
+func regularSizes(files []FileMeta) []int64 {
+	var out []int64
+	for _, f := range files {
+		if f.Type == Regular {
+			out = append(out, f.Size)
+		}
+	}
+	return out
+}
+
+// withCRCs returns a copy of files with the regular files' CRCs set.
+func withCRCs(files []FileMeta, sums []uint32) []FileMeta {
+	out := make([]FileMeta, len(files))
+	copy(out, files)
+	i := 0
+	for j := range out {
+		if out[j].Type == Regular {
+			out[j].CRC32C, out[j].HasCRC = sums[i], true
+			i++
+		}
+	}
+	return out
+}
+
+// pieces returns how many pieces of size piece cover n bytes.
+func pieces(n int64, piece int) int {
+	return int((n + int64(piece) - 1) / int64(piece))
+}
+
+// group runs fns concurrently; the first failure fails the session (which
+// stops the others) and is returned.
+func (s *session) group(fns ...func() error) error {
+	var wg sync.WaitGroup
+	for _, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(); err != nil {
+				s.fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return s.err()
+}

@@ -1,0 +1,218 @@
+package schemes
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+)
+
+// maxOpenFiles bounds the descriptors one logical file keeps open: XOR and
+// RS touch p-1 places of the logical file in turn, so a handful suffices
+// even for members with thousands of files.
+const maxOpenFiles = 16
+
+// logicalFile maps offsets of a member's logical file (its regular files
+// concatenated, zero-padded beyond the end) to the files. One goroutine uses
+// an instance at a time; the CRC tracker may be shared.
+type logicalFile struct {
+	paths  []string // file to open for each regular file
+	shown  []string // dataset-relative names, for errors
+	sizes  []int64
+	starts []int64
+	size   int64
+	write  bool
+	crcs   *fileCRCs // nil: no tracking
+	open   map[int]*os.File
+	order  []int // open files, oldest first
+}
+
+func newLogical(files []FileMeta) *logicalFile {
+	l := &logicalFile{open: make(map[int]*os.File)}
+	for _, f := range files {
+		if f.Type != Regular {
+			continue
+		}
+		l.shown = append(l.shown, f.Path)
+		l.sizes = append(l.sizes, f.Size)
+		l.starts = append(l.starts, l.size)
+		l.size += f.Size
+	}
+	return l
+}
+
+// newLogicalReader reads the regular files of files under dir.
+func newLogicalReader(dir string, files []FileMeta, crcs *fileCRCs) *logicalFile {
+	l := newLogical(files)
+	for _, p := range l.shown {
+		l.paths = append(l.paths, filepath.Join(dir, filepath.FromSlash(p)))
+	}
+	l.crcs = crcs
+	return l
+}
+
+// newLogicalWriter writes the regular files of files as stage/<index>, each
+// created empty here so zero-length files exist too. Staging under numbers
+// rather than names keeps untrusted paths out of the picture until place
+// checks and creates them.
+func newLogicalWriter(stage string, files []FileMeta, crcs *fileCRCs) (*logicalFile, error) {
+	l := newLogical(files)
+	l.write = true
+	l.crcs = crcs
+	for i := range l.shown {
+		p := filepath.Join(stage, strconv.Itoa(i))
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", l.shown[i], err)
+		}
+		if err := f.Close(); err != nil {
+			return nil, fmt.Errorf("stage %s: %w", l.shown[i], err)
+		}
+		l.paths = append(l.paths, p)
+	}
+	return l, nil
+}
+
+// file returns the open descriptor of file i, opening it (and closing the
+// oldest) as needed. Readers check that the file still has its recorded
+// size, so a file changed behind scrfs's back is noticed, not encoded.
+func (l *logicalFile) file(i int) (*os.File, error) {
+	if f, ok := l.open[i]; ok {
+		return f, nil
+	}
+	if len(l.order) >= maxOpenFiles {
+		old := l.order[0]
+		l.order = l.order[1:]
+		l.open[old].Close()
+		delete(l.open, old)
+	}
+	flag := os.O_RDONLY
+	if l.write {
+		flag = os.O_RDWR
+	}
+	f, err := os.OpenFile(l.paths[i], flag, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !l.write {
+			return nil, fmt.Errorf("%w: %s is gone: %v", ErrMismatch, l.shown[i], err)
+		}
+		return nil, fmt.Errorf("open %s: %w", l.shown[i], err)
+	}
+	if !l.write {
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("stat %s: %w", l.shown[i], err)
+		}
+		if !st.Mode().IsRegular() || st.Size() != l.sizes[i] {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s is %v of %d bytes, recorded a regular file of %d", ErrMismatch, l.shown[i], st.Mode().Type(), st.Size(), l.sizes[i])
+		}
+	}
+	l.open[i] = f
+	l.order = append(l.order, i)
+	return f, nil
+}
+
+// locate returns the first file whose bytes reach past off.
+func (l *logicalFile) locate(off int64) int {
+	return sort.Search(len(l.starts), func(i int) bool { return l.starts[i]+l.sizes[i] > off })
+}
+
+// readAt fills p with the logical bytes at off, zeros past the end.
+func (l *logicalFile) readAt(p []byte, off int64) error {
+	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
+		in := off - l.starts[i]
+		n := min(int64(len(p)), l.sizes[i]-in)
+		if n <= 0 {
+			continue
+		}
+		f, err := l.file(i)
+		if err != nil {
+			return err
+		}
+		if _, err := f.ReadAt(p[:n], in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("%w: %s shrank below %d bytes", ErrMismatch, l.shown[i], in+n)
+			}
+			return fmt.Errorf("read %s: %w", l.shown[i], err)
+		}
+		if l.crcs != nil {
+			l.crcs.add(i, in, p[:n])
+		}
+		p, off = p[n:], off+n
+	}
+	clear(p)
+	return nil
+}
+
+// track feeds the logical bytes p at off to the CRC tracker only.
+func (l *logicalFile) track(p []byte, off int64) {
+	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
+		in := off - l.starts[i]
+		n := min(int64(len(p)), l.sizes[i]-in)
+		if n <= 0 {
+			continue
+		}
+		l.crcs.add(i, in, p[:n])
+		p, off = p[n:], off+n
+	}
+}
+
+// writeAt stores the logical bytes p at off. Bytes past the logical end are
+// padding every encoder saw as zeros; anything else there means the rebuild
+// computed garbage, so it is reported rather than dropped.
+func (l *logicalFile) writeAt(p []byte, off int64) error {
+	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
+		in := off - l.starts[i]
+		n := min(int64(len(p)), l.sizes[i]-in)
+		if n <= 0 {
+			continue
+		}
+		f, err := l.file(i)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(p[:n], in); err != nil {
+			return fmt.Errorf("write %s: %w", l.shown[i], err)
+		}
+		if l.crcs != nil {
+			l.crcs.add(i, in, p[:n])
+		}
+		p, off = p[n:], off+n
+	}
+	for j, b := range p {
+		if b != 0 {
+			return fmt.Errorf("%w: rebuilt padding byte at logical offset %d is %#x, not zero", ErrCorrupt, off+int64(j), b)
+		}
+	}
+	return nil
+}
+
+// sync flushes written files (all of them, reopening closed ones).
+func (l *logicalFile) sync() error {
+	for i := range l.paths {
+		f, err := l.file(i)
+		if err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", l.shown[i], err)
+		}
+	}
+	return nil
+}
+
+func (l *logicalFile) close() error {
+	var first error
+	for _, i := range l.order {
+		if err := l.open[i].Close(); err != nil && first == nil {
+			first = fmt.Errorf("close %s: %w", l.shown[i], err)
+		}
+	}
+	l.open = make(map[int]*os.File)
+	l.order = nil
+	return first
+}

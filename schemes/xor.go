@@ -1,0 +1,85 @@
+package schemes
+
+import (
+	"crypto/subtle"
+)
+
+// XOR follows redset_xor.c. A member's logical file is cut into p-1 chunks
+// and a zero chunk is inserted at its own row, giving p rows; member r stores
+// the XOR of row r across the set. In row j, member q (q != j) contributes
+// its data chunk xorChunk(q, j).
+
+// xorChunk returns the index of member q's data chunk that sits in row j
+// (j != q): rows below q hold chunks 0..q-1, rows above hold q..p-2.
+func xorChunk(q, j int) int {
+	if j < q {
+		return j
+	}
+	return j - 1
+}
+
+// xorEncode is redset's pipelined reduce-scatter: for each piece offset, the
+// partial XOR of row r-1-t travels one hop right per step t, each member
+// XORing in its own contribution, until after p-1 hops it reaches the row's
+// owner, whose own contribution is zero. A member only ever receives from its
+// left and sends to its right, in pieces, so memory stays O(pieces).
+func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redWriter) error {
+	size := p.Size
+	piece := p.pieceSize()
+	left, right := mod(r-1, size), mod(r+1, size)
+	n := pieces(chunk, piece)
+	steps := size - 1
+	pieceLen := func(o int) int { return int(min(int64(piece), chunk-int64(o)*int64(piece))) }
+
+	// The reader produces this member's contributions in the order the
+	// pipeline consumes them: for each piece, rows r-1, r-2, ..., r+1.
+	pf := startPrefetch(s.ctx, n*steps, sendQueue+4, s.pool, func(i int, buf []byte) ([]byte, error) {
+		o, t := i/steps, i%steps
+		ln := pieceLen(o)
+		row := mod(r-1-t, size)
+		off := int64(xorChunk(r, row))*chunk + int64(o)*int64(piece)
+		if err := lr.readAt(buf[frameLen:frameLen+ln], off); err != nil {
+			return nil, err
+		}
+		s.addProgress(int64(ln))
+		return buf[:frameLen+ln], nil
+	})
+	defer pf.close()
+
+	rbuf := s.pool.get(0)
+	defer func() { s.pool.put(rbuf) }()
+	for o := 0; o < n; o++ {
+		ln := pieceLen(o)
+		tag := uint32(o)
+		for t := 0; t < steps; t++ {
+			buf, err := pf.next(s.ctx)
+			if err != nil {
+				return err
+			}
+			if t > 0 {
+				msg, err := s.recv(left, msgData, tag, rbuf, ln)
+				if err != nil {
+					return err
+				}
+				rbuf = msg
+				subtle.XORBytes(buf[frameLen:], buf[frameLen:], msg[frameLen:])
+			}
+			frame(buf, msgData, tag)
+			if err := s.enqueue(right, buf, func() { pf.release(buf) }); err != nil {
+				return err
+			}
+		}
+		// Row r: this member's contribution is the zero chunk, so what
+		// arrives is the finished parity.
+		msg, err := s.recv(left, msgData, tag, rbuf, ln)
+		if err != nil {
+			return err
+		}
+		rbuf = msg
+		if err := w.write(0, msg[frameLen:]); err != nil {
+			return err
+		}
+		s.addProgress(int64(ln))
+	}
+	return nil
+}

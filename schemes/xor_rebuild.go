@@ -1,0 +1,105 @@
+package schemes
+
+import (
+	"crypto/subtle"
+)
+
+// xor rebuilds the one lost member x as redset_recover_xor does: a
+// pipelined reduction along the chain x+1 → x+2 → … → x-1 → x. For each row
+// j and piece, every survivor q XORs its contribution (its data chunk of row
+// j, or its parity when j == q) into what its left neighbour sent and passes
+// it right; what reaches x is x's missing part of row j: its data chunk, or
+// its parity when j == x. Rows go in order, so x writes its logical file
+// sequentially.
+func (b *rebuilder) xor(s *session) error {
+	p, x, r := b.p.Size, b.lost[0], b.m.Rank
+	piece := b.p.pieceSize()
+	chunk := b.chunk
+	n := pieces(chunk, piece)
+	total := p * n
+	at := func(i int) (row int, off int64, ln int) {
+		row, o := i/n, i%n
+		off = int64(o) * int64(piece)
+		return row, off, int(min(int64(piece), chunk-off))
+	}
+	left, right := mod(r-1, p), mod(r+1, p)
+
+	if r == x {
+		// The lost member only receives, from its left neighbour, the end of
+		// the chain; writing runs behind so receiving never waits on disk.
+		s.total = int64(p) * chunk
+		wb := startWriteBehind(s, sendQueue)
+		for i := 0; i < total; i++ {
+			row, off, ln := at(i)
+			msg, err := s.recv(left, msgData, uint32(i), s.pool.get(0), ln)
+			if err != nil {
+				wb.finish()
+				return err
+			}
+			err = wb.submit(msg, func(b2 []byte) error {
+				var err error
+				if row == x {
+					err = b.w.write(0, b2)
+				} else {
+					err = b.lw.writeAt(b2, int64(xorChunk(x, row))*chunk+off)
+				}
+				s.addProgress(int64(len(b2)))
+				return err
+			})
+			if err != nil {
+				wb.finish()
+				return err
+			}
+		}
+		return wb.finish()
+	}
+
+	// A survivor reads all of its data (every row but its own) and its
+	// parity; its files' CRCs are checked at the end so a damaged survivor
+	// file is named instead of silently poisoning x's data.
+	crcs := newFileCRCs(regularSizes(b.hdr.Members[0].Files))
+	lr := newLogicalReader(b.m.Dir, b.hdr.Members[0].Files, crcs)
+	defer lr.close()
+	sr := b.rf.reader()
+	s.total = int64(p) * chunk
+	pf := startPrefetch(s.ctx, total, sendQueue+4, s.pool, func(i int, buf []byte) ([]byte, error) {
+		row, off, ln := at(i)
+		payload := buf[frameLen : frameLen+ln]
+		var err error
+		if row == r {
+			err = sr.readAt(0, off, payload)
+		} else {
+			err = lr.readAt(payload, int64(xorChunk(r, row))*chunk+off)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.addProgress(int64(ln))
+		return buf[:frameLen+ln], nil
+	})
+	defer pf.close()
+	// The chain starts right of x: x+1 has no one to receive from.
+	first := r == mod(x+1, p)
+	rbuf := s.pool.get(0)
+	defer func() { s.pool.put(rbuf) }()
+	for i := 0; i < total; i++ {
+		_, _, ln := at(i)
+		buf, err := pf.next(s.ctx)
+		if err != nil {
+			return err
+		}
+		if !first {
+			msg, err := s.recv(left, msgData, uint32(i), rbuf, ln)
+			if err != nil {
+				return err
+			}
+			rbuf = msg
+			subtle.XORBytes(buf[frameLen:], buf[frameLen:], msg[frameLen:])
+		}
+		frame(buf, msgData, uint32(i))
+		if err := s.enqueue(right, buf, func() { pf.release(buf) }); err != nil {
+			return err
+		}
+	}
+	return b.survivorSums(crcs)
+}
