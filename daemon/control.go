@@ -69,7 +69,7 @@ func (d *Daemon) status() control.Status {
 			Job: d.cfg.Job.ID, Mountpoint: d.mountpoint, CacheDir: d.cacheDir, ControlDir: d.controlDir,
 			Prefix: d.cfg.Paths.Prefix, Started: d.started, Uptime: time.Since(d.started).Seconds(),
 			DataPath: d.dataPath(), Scheme: d.cfg.EffectiveScheme(d.size), CacheSize: d.cfg.Datasets.CacheSize,
-			Metrics: d.metrics, Ready: d.ready.Load(),
+			Metrics: d.metricsAddr, Ready: d.ready.Load(),
 		},
 		Datasets: []control.Dataset{},
 		Failed:   []control.Dataset{},

@@ -33,15 +33,17 @@ type Daemon struct {
 	controlDir string
 	node, size int // node index and number of nodes in the job
 
-	cluster *Cluster
-	rpc     *rpc
-	ctx     context.Context // cancelled when the daemon stops; for background work
-	reg     *prometheus.Registry
-	store   *cache.Store
-	fsys    *fs.FS
-	mount   *fs.Mount
-	metrics string // bound metrics address
-	ready   atomic.Bool
+	cluster     *Cluster
+	rpc         *rpc
+	ctx         context.Context // cancelled when the daemon stops; for background work
+	reg         *prometheus.Registry
+	metrics     *redundancyMetrics
+	protect     *protector
+	store       *cache.Store
+	fsys        *fs.FS
+	mount       *fs.Mount
+	metricsAddr string // bound metrics address
+	ready       atomic.Bool
 }
 
 // Run runs a daemon until ctx is cancelled, then shuts it down cleanly.
@@ -67,6 +69,7 @@ func Run(ctx context.Context, o Options) error {
 	d.cluster, d.node, d.size = cluster, cluster.Self, cluster.Size()
 	d.log = d.log.With("node", d.node)
 	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.node)
+	d.metrics = newRedundancyMetrics(d.reg)
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	d.ctx = ctx
@@ -78,6 +81,9 @@ func Run(ctx context.Context, o Options) error {
 
 	d.rpc = newRPC(d.node, d.size)
 	d.registerCompletion()
+	if d.protect, err = d.newProtector(); err != nil {
+		return err
+	}
 	if err := d.startPeers(ctx); err != nil {
 		return err
 	}
@@ -90,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 	defer stopControl()
 
 	stopMetrics, bound := serveMetrics(d.cfg.Metrics.Listen, d.reg, d.log)
-	d.metrics = bound
+	d.metricsAddr = bound
 	defer stopMetrics()
 
 	if err := d.mountFS(); err != nil {
@@ -181,9 +187,10 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 	return r
 }
 
-// onComplete reacts to a dataset's completion. On a single node there is
-// nothing more to do yet: the dataset stays complete.
-func (d *Daemon) onComplete(info cache.Info) {}
+// onComplete starts protecting a dataset that just completed here.
+func (d *Daemon) onComplete(info cache.Info) {
+	go d.protect.protect(info)
+}
 
 // onRemove drops an evicted or failed dataset from the kernel's caches.
 func (d *Daemon) onRemove(info cache.Info) {

@@ -18,6 +18,9 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/control"
+	// The daemon runs as a separate binary built in TestMain; importing its
+	// package makes go test's cache notice when the daemon changes.
+	_ "github.com/scrfs/scrfs/daemon"
 )
 
 // scrfsBin is the scrfs binary built once for all tests.

@@ -1,0 +1,39 @@
+package daemon
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// redundancyMetrics are the series of encoding and rebuilding.
+type redundancyMetrics struct {
+	encodeSeconds *prometheus.HistogramVec
+	encodeBytes   *prometheus.CounterVec
+	degraded      prometheus.Counter
+}
+
+func newRedundancyMetrics(reg prometheus.Registerer) *redundancyMetrics {
+	m := &redundancyMetrics{
+		encodeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "scrfs", Subsystem: "redundancy", Name: "encode_duration_seconds",
+			Help: "Time this node spent encoding a dataset across its set, by scheme.",
+			// 10 ms to ~45 min: from tiny datasets to terabytes per node.
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 14),
+		}, []string{"scheme"}),
+		encodeBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "redundancy", Name: "encoded_bytes_total",
+			Help: "Bytes of this node's dataset files protected by encoding, by scheme.",
+		}, []string{"scheme"}),
+		degraded: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "redundancy", Name: "degraded_datasets_total",
+			Help: "Datasets left without (full) redundancy because a set member was missing or encoding failed.",
+		}),
+	}
+	reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded)
+	return m
+}
+
+func (m *redundancyMetrics) encoded(scheme string, r *schemes.Result) {
+	m.encodeSeconds.WithLabelValues(scheme).Observe(r.Duration.Seconds())
+	m.encodeBytes.WithLabelValues(scheme).Add(float64(r.DataBytes))
+}

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Cluster is a job of several daemons, each on its own loopback address
+// (127.0.0.1, 127.0.0.2, …) with its own mount, cache and control dirs.
+type Cluster struct {
+	t     *testing.T
+	Nodes []*Node
+	Addrs []string
+}
+
+// NewCluster prepares n daemons that know each other; env applies to all.
+func NewCluster(t *testing.T, n int, env ...string) *Cluster {
+	t.Helper()
+	port := freePort(t, n)
+	c := &Cluster{t: t}
+	for i := range n {
+		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.%d:%d", i+1, port))
+	}
+	common := append([]string{
+		"SCRFS_CLUSTER_NODES=" + strings.Join(c.Addrs, ","),
+		"SCRFS_JOB_SECRET=e2e-secret-0123456789abcdef",
+		"SCRFS_CLUSTER_HEARTBEAT=500ms",
+		"SCRFS_CLUSTER_IO_TIMEOUT=10s",
+		"SCRFS_CLUSTER_CONNECT_TIMEOUT=10s",
+		"SCRFS_REDUNDANCY_TIMEOUT=10s",
+	}, env...)
+	for i := range n {
+		c.Nodes = append(c.Nodes, NewNode(t, append(common, fmt.Sprintf("SCRFS_CLUSTER_NODE_INDEX=%d", i))...))
+	}
+	return c
+}
+
+// Start starts every daemon and waits until all are ready.
+func (c *Cluster) Start() *Cluster {
+	c.t.Helper()
+	for _, n := range c.Nodes {
+		n.StartNoWait()
+	}
+	for _, n := range c.Nodes {
+		n.WaitLog(30*time.Second, "scrfs ready")
+	}
+	return c
+}
+
+// WaitAll waits until every node logged a line with all parts.
+func (c *Cluster) WaitAll(timeout time.Duration, parts ...string) {
+	c.t.Helper()
+	var wg sync.WaitGroup
+	for _, n := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, ok := n.log.wait(timeout, n.exited, parts...); !ok {
+				c.t.Errorf("node %s: no log line with %q within %v", n.Mount, parts, timeout)
+			}
+		}()
+	}
+	wg.Wait()
+	if c.t.Failed() {
+		c.t.FailNow()
+	}
+}
+
+// freePort finds a TCP port free on the first n loopback addresses.
+func freePort(t *testing.T, n int) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ok := true
+		for i := 2; i <= n; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%d", i, port))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no free port on the loopback addresses")
+	return 0
+}
