@@ -322,3 +322,34 @@ func TestRouterRegexpRejectsEmptyName(t *testing.T) {
 		t.Fatalf("empty dataset name routed: %v", err)
 	}
 }
+
+func TestAdoptStagedDataset(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	staged := ts.StagingDir("fetched")
+	if err := os.MkdirAll(filepath.Join(staged, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(staged, "sub", "f"), make([]byte, 300), 0o600)
+	d, err := ts.Adopt(Route{Name: "fetched", Kind: KindDir, Root: "fetched"}, Complete, staged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := d.Info(); info.State != Complete || info.Files != 1 || info.Bytes != 300 {
+		t.Fatalf("adopted %+v", info)
+	}
+	if _, err := os.Stat(filepath.Join(ts.CacheDir(), "fetched", "sub", "f")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ts.Adopt(Route{Name: "fetched", Kind: KindDir, Root: "fetched"}, Complete, staged); !errors.Is(err, ErrExists) {
+		t.Fatalf("second adopt: %v", err)
+	}
+	ts.ReserveIDs(100)
+	n, _, _ := ts.Obtain(Route{Name: "next", Kind: KindDir, Root: "next"})
+	if n.ID() < 100 {
+		t.Fatalf("id %d after ReserveIDs(100)", n.ID())
+	}
+	ts.reopen(t)
+	if got := ts.Get("fetched"); got == nil || got.State() != Complete {
+		t.Fatalf("adopted dataset after restart: %+v", got)
+	}
+}

@@ -1,0 +1,73 @@
+package cache
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/scrfs/scrfs/layout"
+)
+
+// StagingDir returns where scrfs itself assembles a dataset's files (a fetch
+// from the prefix, say) before Adopt moves them into the cache in one
+// rename. It is inside the cache directory, so the rename never copies, and
+// hidden from the mount.
+func (s *Store) StagingDir(name string) string {
+	return filepath.Join(s.opts.CacheDir, metaDirName, "staging", name)
+}
+
+// Adopt takes a dataset whose files scrfs put in staged (usually
+// StagingDir(r.Name)) into the cache under route r, in state st (a completed
+// state). It fails with ErrExists if a dataset of that name is in the cache.
+// Like any completion it counts against the cache size; OnComplete is not
+// called (the caller decides what happens next).
+func (s *Store) Adopt(r Route, st State, staged string) (*Dataset, error) {
+	if !st.Completed() {
+		return nil, fmt.Errorf("adopt %s: state %s is not a completed state", r.Name, st)
+	}
+	if err := layout.CheckDatasetName(r.Name); err != nil {
+		return nil, fmt.Errorf("adopt: %w", err)
+	}
+	usage, err := scanUsage(staged)
+	if err != nil {
+		return nil, fmt.Errorf("adopt %s: %w", r.Name, err)
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if s.datasets[r.Name] != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("adopt %s: %w", r.Name, ErrExists)
+	}
+	dir := layout.DatasetDir(s.opts.CacheDir, r.Name)
+	if err := os.Rename(staged, dir); err != nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("adopt %s: %w", r.Name, err)
+	}
+	d := s.newDatasetLocked(r)
+	now := time.Now()
+	d.state, d.completed, d.files, d.bytes = st, now, usage.files, usage.bytes
+	err = s.persistLocked()
+	evicted := s.evictLocked()
+	s.mu.Unlock()
+	s.log.Info("dataset adopted into cache", "dataset", r.Name, "state", st, "files", usage.files, "bytes", usage.bytes)
+	s.removed(evicted)
+	return d, err
+}
+
+// ReserveIDs makes every dataset created from now on get an id of at least
+// next. The prefix index orders datasets by id across allocations, so a new
+// allocation continues from the largest id the index knows.
+func (s *Store) ReserveIDs(next uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if next > s.nextID {
+		s.nextID = next
+		if err := s.persistLocked(); err != nil {
+			s.log.Warn("persist dataset ids", "err", err)
+		}
+	}
+}
