@@ -29,6 +29,9 @@ func (s *Store) Adopt(r Route, st State, staged string) (*Dataset, error) {
 	if err := layout.CheckDatasetName(r.Name); err != nil {
 		return nil, fmt.Errorf("adopt: %w", err)
 	}
+	if s.Get(r.Name) != nil {
+		return nil, fmt.Errorf("adopt %s: %w", r.Name, ErrExists)
+	}
 	usage, err := scanUsage(staged)
 	if err != nil {
 		return nil, fmt.Errorf("adopt %s: %w", r.Name, err)
