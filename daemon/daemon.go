@@ -102,6 +102,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := d.mountFS(); err != nil {
 		return err
 	}
+	d.restore(ctx)
 	d.ready.Store(true)
 	d.log.Info("scrfs ready", "mountpoint", d.mount.Dir(), "cache", d.cacheDir, "control", d.controlDir,
 		"data_path", d.dataPath(), "job", d.cfg.Job.ID, "pid", os.Getpid())
