@@ -180,3 +180,54 @@ func (s *Store) removed(infos []Info) {
 		go s.emptyTrash()
 	}
 }
+
+// Drop removes dataset name from the cache without recording a failure: the
+// daemon discards it on purpose (restart.from_cache = false, or a corrupt
+// copy about to be rebuilt). why is logged.
+func (s *Store) Drop(name, why string) error {
+	s.mu.Lock()
+	d := s.datasets[name]
+	if d == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("drop %s: %w", name, ErrNotFound)
+	}
+	info := s.dropLocked(d, "", "")
+	err := s.persistLocked()
+	s.mu.Unlock()
+	s.log.Info("dataset dropped from cache", "dataset", name, "why", why)
+	if s.opts.OnRemove != nil {
+		s.opts.OnRemove(info)
+	}
+	go s.emptyTrash()
+	return err
+}
+
+// FailWriting fails every dataset still being written: after a restart they
+// can never be completed (their writers are gone), and SCR only ever
+// restarts from complete checkpoints.
+func (s *Store) FailWriting(reason string) {
+	for _, d := range s.Datasets() {
+		if d.State() == Writing {
+			if err := s.Fail(d.Name(), reason); err != nil {
+				s.log.Warn("fail incomplete dataset", "dataset", d.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// NoteFailed records that dataset r failed elsewhere in the job although
+// this node holds none of it (a replacement learning that a checkpoint is
+// lost), so every node's status tells the same story.
+func (s *Store) NoteFailed(r Route, reason string) error {
+	info := Info{Name: r.Name, Kind: r.Kind, Root: r.Root, State: Failed, Reason: reason, Created: time.Now()}
+	s.mu.Lock()
+	s.failed = append(s.failed, info)
+	if len(s.failed) > maxFailures {
+		s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
+	}
+	err := s.persistLocked()
+	s.mu.Unlock()
+	s.log.Warn("dataset failed", "dataset", r.Name, "reason", reason)
+	s.metrics.removed(info)
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -97,6 +98,9 @@ func Open(opts Options) (*Store, error) {
 		lock.Close()
 		return nil, err
 	}
+	// A fetch or rebuild killed halfway left a staging directory; it is
+	// redone from the start.
+	os.RemoveAll(filepath.Join(opts.CacheDir, metaDirName, "staging"))
 	s.metrics = newMetrics(s, opts.Registerer)
 	go s.emptyTrash()
 	return s, nil

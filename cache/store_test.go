@@ -353,3 +353,24 @@ func TestAdoptStagedDataset(t *testing.T) {
 		t.Fatalf("adopted dataset after restart: %+v", got)
 	}
 }
+
+func TestDropAndFailWriting(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	ts.write(t, "done", "f", 1)
+	ts.RequestComplete("done", "t")
+	ts.awaitComplete(t, "done")
+	ts.write(t, "partial", "f", 1)
+	ts.FailWriting("incomplete at restart")
+	if ts.Get("partial") != nil || len(ts.Failures()) != 1 || ts.Failures()[0].Reason != "incomplete at restart" {
+		t.Fatalf("partial dataset: %+v, failures %+v", ts.Get("partial"), ts.Failures())
+	}
+	if ts.Get("done") == nil {
+		t.Fatal("complete dataset failed too")
+	}
+	if err := ts.Drop("done", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if ts.Get("done") != nil || len(ts.Failures()) != 1 {
+		t.Fatal("drop left the dataset or recorded a failure")
+	}
+}

@@ -61,6 +61,14 @@ type Dataset struct {
 	Completing string    `json:"completing,omitempty"`
 	OpenWrite  int       `json:"open_for_write"`
 	Flush      *Flush    `json:"flush,omitempty"`
+	Rebuild    *Progress `json:"rebuild,omitempty"` // a rebuild under way
+}
+
+// Progress is how far a long operation has come.
+type Progress struct {
+	DoneBytes  int64     `json:"done_bytes"`
+	TotalBytes int64     `json:"total_bytes"`
+	Started    time.Time `json:"started"`
 }
 
 // Flush is a dataset's flush progress.
@@ -71,6 +79,14 @@ type Flush struct {
 	Started    time.Time `json:"started,omitzero"`
 	Finished   time.Time `json:"finished,omitzero"`
 	Error      string    `json:"error,omitempty"`
+	// Rate is this node's copy rate over the last few seconds, in bytes
+	// per second, and ETA the seconds left at that rate; both 0 when no
+	// copy is running.
+	Rate float64 `json:"rate_bytes_per_second,omitempty"`
+	ETA  float64 `json:"eta_seconds,omitempty"`
+	// Waiting is set once this node's part is durable while other nodes
+	// are still copying theirs.
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // Peer is the state of the link to another node of the job.

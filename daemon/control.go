@@ -84,6 +84,7 @@ func (d *Daemon) status() control.Status {
 	for _, ds := range d.store.Datasets() {
 		st.Datasets = append(st.Datasets, datasetStatus(ds.Info()))
 	}
+	d.addRebuilds(&st)
 	for _, info := range d.store.Failures() {
 		st.Failed = append(st.Failed, datasetStatus(info))
 	}
@@ -134,4 +135,25 @@ func writeError(w http.ResponseWriter, err error) {
 		code, errno = http.StatusConflict, syscall.EEXIST
 	}
 	writeJSON(w, code, control.Error{Err: err.Error(), Errno: int32(errno)})
+}
+
+// addRebuilds shows rebuilds under way: on the datasets' rows where this
+// node is a survivor, as rows of state "rebuilding" where it is restored.
+func (d *Daemon) addRebuilds(st *control.Status) {
+	if d.rebuild == nil {
+		return
+	}
+	for _, p := range d.rebuild.rebuilding() {
+		prog := &control.Progress{DoneBytes: p.done, TotalBytes: p.total, Started: p.started}
+		found := false
+		for i := range st.Datasets {
+			if st.Datasets[i].Name == p.route.Name {
+				st.Datasets[i].Rebuild, found = prog, true
+			}
+		}
+		if !found {
+			st.Datasets = append(st.Datasets, control.Dataset{Name: p.route.Name, State: "rebuilding",
+				Kind: string(p.route.Kind), Root: p.route.Root, Created: p.started, Rebuild: prog})
+		}
+	}
 }

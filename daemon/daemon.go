@@ -39,6 +39,7 @@ type Daemon struct {
 	reg         *prometheus.Registry
 	metrics     *redundancyMetrics
 	protect     *protector
+	rebuild     *rebuilder
 	store       *cache.Store
 	fsys        *fs.FS
 	mount       *fs.Mount
@@ -84,6 +85,7 @@ func Run(ctx context.Context, o Options) error {
 	if d.protect, err = d.newProtector(); err != nil {
 		return err
 	}
+	d.rebuild = d.newRebuilder()
 	if err := d.startPeers(ctx); err != nil {
 		return err
 	}

@@ -35,6 +35,10 @@ func (l *streamLinks) Conn(ctx context.Context, rank int) (schemes.Conn, error) 
 	}
 	other, self := l.nodes[rank], l.d.node
 	id := fmt.Sprintf("%s/%d-%d", l.prefix, min(self, other), max(self, other))
+	// A member that died before opening its end must not hold the others
+	// forever; once open, every frame has its own I/O deadline.
+	ctx, cancel := context.WithTimeout(ctx, l.d.cfg.Cluster.ConnectTimeout.Duration)
+	defer cancel()
 	var s *peer.Stream
 	var err error
 	if self < other {

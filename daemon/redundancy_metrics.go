@@ -10,6 +10,10 @@ type redundancyMetrics struct {
 	encodeSeconds *prometheus.HistogramVec
 	encodeBytes   *prometheus.CounterVec
 	degraded      prometheus.Counter
+
+	rebuildSeconds  prometheus.Histogram
+	rebuildBytes    prometheus.Counter
+	rebuildFailures prometheus.Counter
 }
 
 func newRedundancyMetrics(reg prometheus.Registerer) *redundancyMetrics {
@@ -28,9 +32,28 @@ func newRedundancyMetrics(reg prometheus.Registerer) *redundancyMetrics {
 			Namespace: "scrfs", Subsystem: "redundancy", Name: "degraded_datasets_total",
 			Help: "Datasets left without (full) redundancy because a set member was missing or encoding failed.",
 		}),
+		rebuildSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "scrfs", Subsystem: "rebuild", Name: "duration_seconds",
+			Help: "Time this node spent in a dataset rebuild (as survivor or as the node restored).",
+			// Same range as encoding: rebuilds move comparable amounts.
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 14),
+		}),
+		rebuildBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "rebuild", Name: "bytes_total",
+			Help: "Bytes of dataset files handled by rebuilds on this node.",
+		}),
+		rebuildFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "rebuild", Name: "failures_total",
+			Help: "Rebuilds that failed on this node.",
+		}),
 	}
-	reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded)
+	reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded, m.rebuildSeconds, m.rebuildBytes, m.rebuildFailures)
 	return m
+}
+
+func (m *redundancyMetrics) rebuilt(r *schemes.Result) {
+	m.rebuildSeconds.Observe(r.Duration.Seconds())
+	m.rebuildBytes.Add(float64(r.DataBytes))
 }
 
 func (m *redundancyMetrics) encoded(scheme string, r *schemes.Result) {

@@ -1,16 +1,38 @@
 package daemon
 
-import "context"
+import (
+	"context"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/schemes"
+)
 
 // restore brings back the newest checkpoint after a (re)start, before the
-// daemon reports ready: datasets that survive in the caches of the set are
-// used as they are (SCR's scalable restart); when none is usable, the
-// newest complete dataset is fetched from the prefix directory.
+// daemon reports ready. Datasets that were still being written are failed:
+// their writers are gone and they were never complete. With
+// restart.from_cache (SCR_DISTRIBUTE) the set takes stock and rebuilds what
+// a lost member held; without it the cache is cleared. When no completed
+// dataset is left, the newest complete one is fetched from the prefix.
 func (d *Daemon) restore(ctx context.Context) {
-	if d.haveCheckpoint() {
-		return
+	d.store.FailWriting("incomplete: it was being written when the daemon stopped")
+	switch {
+	case !d.cfg.Restart.FromCache:
+		for _, ds := range d.store.Datasets() {
+			d.store.Drop(ds.Name(), "restart.from_cache = false")
+		}
+	case d.size > 1 && d.protect.params.Kind != schemes.Single:
+		d.rebuild.restart(ctx)
+	default:
+		// Datasets completed but not yet recorded when the daemon stopped.
+		for _, ds := range d.store.Datasets() {
+			if info := ds.Info(); info.State == cache.Complete {
+				go d.protect.protect(info)
+			}
+		}
 	}
-	d.fetchFromPrefix(ctx)
+	if !d.haveCheckpoint() {
+		d.fetchFromPrefix(ctx)
+	}
 }
 
 // haveCheckpoint reports whether a completed dataset is in the cache.

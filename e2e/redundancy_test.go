@@ -252,7 +252,8 @@ func checkRedundancy(t *testing.T, c *Cluster, dataset string) {
 // TestWrongSecretRefused: a daemon without the job's secret can neither
 // talk to nor hear from the others, and both sides say so.
 func TestWrongSecretRefused(t *testing.T) {
-	c := NewCluster(t, 2, "SCRFS_REDUNDANCY_SCHEME=xor")
+	// The refused member never answers the restart round: keep its wait short.
+	c := NewCluster(t, 2, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_RESTART_MEMBER_TIMEOUT=2s")
 	c.Nodes[1].Env = append(c.Nodes[1].Env, "SCRFS_JOB_SECRET=not-the-job-secret-at-all")
 	c.Start()
 	c.Nodes[0].WaitLog(30*time.Second, "authentication failed")

@@ -192,7 +192,8 @@ func TestCacheSizeEvicts(t *testing.T) {
 
 // TestCrashRestart kills the daemon with SIGKILL and starts another on the
 // same mountpoint: completed datasets are intact and still complete, the
-// one being written comes back as writing, and the stale mount is replaced.
+// one being written comes back failed with a reason, and the stale mount is
+// replaced.
 func TestCrashRestart(t *testing.T) {
 	n := NewNode(t, "SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
 	writeRandom(t, n.Path("done", "a"), 1<<20, 1)
@@ -220,12 +221,19 @@ func TestCrashRestart(t *testing.T) {
 	if ds := n.Dataset("done"); ds == nil || ds.State != "complete" || ds.Files != 3 {
 		t.Fatalf("completed dataset after restart: %+v", ds)
 	}
-	if ds := n.Dataset("busy"); ds == nil || ds.State != "writing" {
-		t.Fatalf("dataset being written after restart: %+v", ds)
+	// The dataset being written never completed: it comes back failed, with
+	// the reason, and out of the cache, never as complete.
+	st := n.Status()
+	if len(st.Failed) != 1 || st.Failed[0].Name != "busy" || !strings.Contains(st.Failed[0].Reason, "being written") {
+		t.Fatalf("dataset being written after restart: failed %+v", st.Failed)
+	}
+	if n.Dataset("busy") != nil {
+		t.Fatal("incomplete dataset still in cache")
 	}
 	expectEROFS(t, n.Path("done", "a"))
+	os.Mkdir(n.Path("busy"), 0o755)
 	if err := os.WriteFile(n.Path("busy", "more"), []byte("ok"), 0o644); err != nil {
-		t.Fatalf("writing dataset not writable after restart: %v", err)
+		t.Fatalf("a new dataset of the same name cannot be written: %v", err)
 	}
 }
 

@@ -34,6 +34,7 @@ type FS struct {
 	owner       owner // of namespace directories
 	root        *nsNode
 	unknownErrs sync.Map // error texts already logged by toErrno
+	restore     restoring
 
 	// server is set once mounted; nodes use it for kernel notifications.
 	server *fuse.Server

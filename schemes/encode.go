@@ -3,6 +3,8 @@ package schemes
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -75,8 +77,12 @@ func newHeader(p Params, m Member, chunk int64, members []MemberMeta) *Header {
 	return h
 }
 
-// scan lists the dataset.
+// scan lists the dataset. Dir/.scrfs is created first, so the dataset
+// directory's recorded mtime is not changed by the redundancy file's arrival.
 func (e *encoder) scan() error {
+	if err := os.MkdirAll(filepath.Join(e.m.Dir, MetaDir), 0o700); err != nil {
+		return fmt.Errorf("scan %s: %w", e.m.Dir, err)
+	}
 	files, err := ScanDir(e.m.Dir)
 	if err != nil {
 		return err

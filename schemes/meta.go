@@ -82,8 +82,9 @@ type FileMeta struct {
 }
 
 // ScanDir lists the dataset under dir in a deterministic, lexical walk
-// (directories before their contents), skipping dir/.scrfs. The root itself
-// is not listed. Devices, FIFOs and sockets are an error: checkpoints do not
+// (directories before their contents), skipping dir/.scrfs. The first entry
+// is the root itself, path ".", so a rebuild restores the dataset
+// directory's own mode, owner and times. Devices, FIFOs and sockets are an error: checkpoints do not
 // contain them and they cannot be restored faithfully. CRCs are not computed
 // (HasCRC is false); Encode fills them while it reads the files anyway.
 func ScanDir(dir string) ([]FileMeta, error) {
@@ -92,9 +93,6 @@ func ScanDir(dir string) ([]FileMeta, error) {
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("scan %s: %w", p, err)
-		}
-		if p == dir {
-			return nil
 		}
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
@@ -202,6 +200,11 @@ func checkFiles(files []FileMeta) error {
 	regSize := make(map[string]int64)
 	var total int64
 	for i, f := range files {
+		if i == 0 && f.Path == "." && f.Type == Dir {
+			// The dataset directory itself, for its mode, owner and times.
+			index[f.Path] = Dir
+			continue
+		}
 		if err := checkRelPath(f.Path); err != nil {
 			return fmt.Errorf("file %d: %w", i, err)
 		}

@@ -10,6 +10,7 @@ import (
 
 func TestScanDir(t *testing.T) {
 	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -33,6 +34,7 @@ func TestScanDir(t *testing.T) {
 		target string
 		mode   uint32
 	}{
+		{".", Dir, 0, "", 0o755},
 		{"a", Dir, 0, "", 0o750},
 		{"a/b", Dir, 0, "", 0o750},
 		{"a/b/f", Regular, 2, "", 0o600},

@@ -65,3 +65,26 @@ func TestProgress(t *testing.T) {
 		})
 	}
 }
+
+func TestCanRebuild(t *testing.T) {
+	tests := []struct {
+		p    Params
+		lost []int
+		ok   bool
+	}{
+		{Params{Kind: XOR, Size: 4}, nil, true},
+		{Params{Kind: XOR, Size: 4}, []int{2}, true},
+		{Params{Kind: XOR, Size: 4}, []int{1, 2}, false},
+		{Params{Kind: RS, Size: 5, Parity: 2}, []int{0, 3}, true},
+		{Params{Kind: RS, Size: 5, Parity: 2}, []int{0, 1, 3}, false},
+		{Params{Kind: Partner, Size: 4, Replicas: 1}, []int{0, 2}, true},
+		{Params{Kind: Partner, Size: 4, Replicas: 1}, []int{1, 2}, false}, // 2's copy is on 3, 1's on 2
+		{Params{Kind: Single, Size: 1}, []int{0}, false},
+		{Params{Kind: XOR, Size: 4}, []int{7}, false},
+	}
+	for _, tt := range tests {
+		if err := tt.p.CanRebuild(tt.lost); (err == nil) != tt.ok {
+			t.Errorf("%+v lost %v: %v, want ok=%v", tt.p, tt.lost, err, tt.ok)
+		}
+	}
+}

@@ -81,6 +81,17 @@ func normLost(p Params, lost []int) ([]int, error) {
 	return out, nil
 }
 
+// CanRebuild reports whether Rebuild could restore the given lost ranks:
+// nil, ErrInvalidParams for a malformed list, or ErrTooManyLost naming why
+// not. Callers use it to plan before asking every member to take part.
+func (p Params) CanRebuild(lost []int) error {
+	lost, err := normLost(p, lost)
+	if err != nil {
+		return err
+	}
+	return checkLost(p, lost)
+}
+
 // checkLost reports ErrTooManyLost if the lost ranks cannot be rebuilt.
 func checkLost(p Params, lost []int) error {
 	if len(lost) == 0 {
