@@ -120,36 +120,55 @@ func (f *FS) unlink(d *cache.Dataset, p string) syscall.Errno {
 	return 0
 }
 
-// setattrPath applies a SETATTR without an open handle to cache path p.
-// Truncation comes before times, so an explicit mtime survives it.
-func setattrPath(p string, in *fuse.SetAttrIn) error {
+// attrSetter applies a SETATTR to one cache entry, by path or through a
+// descriptor. Truncation comes before times, so an explicit mtime survives
+// it; owners before modes would clear setuid bits, so modes come first as
+// the kernel sends them.
+type attrSetter struct {
+	chmod    func(mode uint32) error
+	chown    func(uid, gid int) error
+	truncate func(size int64) error
+	utimens  func(ts []unix.Timespec) error
+}
+
+func (a attrSetter) apply(in *fuse.SetAttrIn) error {
 	if m, ok := in.GetMode(); ok {
-		if err := syscall.Chmod(p, m); err != nil {
+		if err := a.chmod(m); err != nil {
 			return err
 		}
 	}
 	uid, uok := in.GetUID()
 	gid, gok := in.GetGID()
 	if uok || gok {
-		u, g := -1, -1
+		u, g := -1, -1 // -1 leaves that id unchanged
 		if uok {
 			u = int(uid)
 		}
 		if gok {
 			g = int(gid)
 		}
-		if err := syscall.Lchown(p, u, g); err != nil {
+		if err := a.chown(u, g); err != nil {
 			return err
 		}
 	}
 	if sz, ok := in.GetSize(); ok {
-		if err := syscall.Truncate(p, int64(sz)); err != nil {
+		if err := a.truncate(int64(sz)); err != nil {
 			return err
 		}
 	}
-	return setTimes(func(ts []unix.Timespec) error {
-		return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
-	}, in)
+	return setTimes(a.utimens, in)
+}
+
+// setattrPath applies a SETATTR without an open handle to cache path p.
+func setattrPath(p string, in *fuse.SetAttrIn) error {
+	return attrSetter{
+		chmod:    func(m uint32) error { return syscall.Chmod(p, m) },
+		chown:    func(u, g int) error { return syscall.Lchown(p, u, g) },
+		truncate: func(n int64) error { return syscall.Truncate(p, n) },
+		utimens: func(ts []unix.Timespec) error {
+			return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+		},
+	}.apply(in)
 }
 
 // setTimes applies the atime and mtime of a SETATTR, leaving the one not

@@ -115,31 +115,12 @@ func (h *handle) getattr(out *fuse.AttrOut) syscall.Errno {
 
 // setattr applies a SETATTR through the descriptor (ftruncate and friends).
 func (h *handle) setattr(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if m, ok := in.GetMode(); ok {
-		if err := syscall.Fchmod(h.fd, m); err != nil {
-			return h.fsys.toErrno(err)
-		}
-	}
-	uid, uok := in.GetUID()
-	gid, gok := in.GetGID()
-	if uok || gok {
-		u, g := -1, -1
-		if uok {
-			u = int(uid)
-		}
-		if gok {
-			g = int(gid)
-		}
-		if err := syscall.Fchown(h.fd, u, g); err != nil {
-			return h.fsys.toErrno(err)
-		}
-	}
-	if sz, ok := in.GetSize(); ok {
-		if err := syscall.Ftruncate(h.fd, int64(sz)); err != nil {
-			return h.fsys.toErrno(err)
-		}
-	}
-	err := setTimes(func(ts []unix.Timespec) error { return futimens(h.fd, ts) }, in)
+	err := attrSetter{
+		chmod:    func(m uint32) error { return syscall.Fchmod(h.fd, m) },
+		chown:    func(u, g int) error { return syscall.Fchown(h.fd, u, g) },
+		truncate: func(n int64) error { return syscall.Ftruncate(h.fd, n) },
+		utimens:  func(ts []unix.Timespec) error { return futimens(h.fd, ts) },
+	}.apply(in)
 	if err != nil {
 		return h.fsys.toErrno(err)
 	}
