@@ -122,8 +122,9 @@ func (f *FS) unlink(d *cache.Dataset, p string) syscall.Errno {
 
 // attrSetter applies a SETATTR to one cache entry, by path or through a
 // descriptor. Truncation comes before times, so an explicit mtime survives
-// it; owners before modes would clear setuid bits, so modes come first as
-// the kernel sends them.
+// it. (chmod and chown arrive as separate requests from chmod(1) and
+// chown(1); a request carrying both is applied mode first, as go-fuse's
+// loopback does.)
 type attrSetter struct {
 	chmod    func(mode uint32) error
 	chown    func(uid, gid int) error
