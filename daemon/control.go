@@ -34,6 +34,8 @@ func (d *Daemon) serveControl() (stop func(), err error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", d.handleStatus)
 	mux.HandleFunc("POST /v1/complete", d.handleComplete)
+	mux.HandleFunc("POST /v1/flush", d.handleFlushRequest)
+	mux.HandleFunc("GET /v1/flush", d.handleFlushProgress)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return func() {
@@ -85,6 +87,7 @@ func (d *Daemon) status() control.Status {
 		st.Datasets = append(st.Datasets, datasetStatus(ds.Info()))
 	}
 	d.addRebuilds(&st)
+	d.addFlushes(&st)
 	for _, info := range d.store.Failures() {
 		st.Failed = append(st.Failed, datasetStatus(info))
 	}

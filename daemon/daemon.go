@@ -40,6 +40,7 @@ type Daemon struct {
 	metrics     *redundancyMetrics
 	protect     *protector
 	rebuild     *rebuilder
+	flusher     *flusher
 	store       *cache.Store
 	fsys        *fs.FS
 	mount       *fs.Mount
@@ -86,6 +87,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d.rebuild = d.newRebuilder()
+	if d.flusher, err = d.newFlusher(); err != nil {
+		return err
+	}
 	if err := d.startPeers(ctx); err != nil {
 		return err
 	}
@@ -105,6 +109,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d.restore(ctx)
+	d.flusher.start()
 	d.ready.Store(true)
 	d.log.Info("scrfs ready", "mountpoint", d.mount.Dir(), "cache", d.cacheDir, "control", d.controlDir,
 		"data_path", d.dataPath(), "job", d.cfg.Job.ID, "pid", os.Getpid())
@@ -200,4 +205,5 @@ func (d *Daemon) onRemove(info cache.Info) {
 	if d.fsys != nil {
 		d.fsys.Forget(cache.Route{Name: info.Name, Kind: info.Kind, Root: info.Root})
 	}
+	d.flusher.lost(info)
 }

@@ -96,6 +96,9 @@ func (p *protector) protect(info cache.Info) {
 	}
 	unpin := ds.Pin()
 	defer unpin()
+	// Whatever the outcome, the dataset is settled here: flushes count it
+	// (node 0) and flush jobs waiting for it go on.
+	defer p.d.flusher.settled(info.Name)
 	m := p.member
 	m.Dataset, m.Dir = info.Name, ds.Dir()
 	log := p.d.log.With("dataset", info.Name, "scheme", p.params.Kind.String())

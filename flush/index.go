@@ -2,8 +2,11 @@ package flush
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/scrfs/scrfs/layout"
@@ -34,6 +37,13 @@ type IndexEntry struct {
 	Nodes int    `json:"nodes"` // nodes that flushed a part
 	Files int64  `json:"files"`
 	Bytes int64  `json:"bytes"`
+	// Kind and Root record where the dataset sat in the mount ("dir" with
+	// its directory, or "flat" with the shared directory holding its files;
+	// mount-relative, "" is the mount root), so a fetch puts it back where
+	// the application looks. Both optional: "" means a directory of the
+	// dataset's name at the top of the mount.
+	Kind string `json:"kind,omitempty"`
+	Root string `json:"root,omitempty"`
 	// Started is when the last flush began; Flushed when it completed.
 	Started time.Time `json:"started,omitzero"`
 	Flushed time.Time `json:"flushed,omitzero"`
@@ -214,6 +224,9 @@ func (e *IndexEntry) check() error {
 	case e.State == StateComplete && e.Nodes < 1:
 		return fmt.Errorf("dataset %s: complete with %d nodes", e.Name, e.Nodes)
 	}
+	if err := checkRoute(e.Name, e.Kind, e.Root); err != nil {
+		return fmt.Errorf("dataset %s: %v", e.Name, err)
+	}
 	for _, f := range e.FailedFetches {
 		if f.Node < 0 {
 			return fmt.Errorf("dataset %s: fetch failure of negative node %d", e.Name, f.Node)
@@ -271,4 +284,39 @@ func encodeIndex(ix *Index) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// Kinds of IndexEntry.Kind.
+const (
+	KindDir  = "dir"
+	KindFlat = "flat"
+)
+
+// checkRoute checks an entry's Kind and Root: a known kind, a clean
+// relative path without "..", and for a directory dataset a root whose last
+// component is the dataset's name.
+func checkRoute(name, kind, root string) error {
+	switch kind {
+	case "":
+		if root != "" {
+			return fmt.Errorf("root %q without a kind", root)
+		}
+		return nil
+	case KindDir, KindFlat:
+	default:
+		return fmt.Errorf("unknown kind %q", kind)
+	}
+	if root == "" {
+		if kind == KindDir {
+			return errors.New("directory dataset without a root")
+		}
+		return nil
+	}
+	if len(root) > 4095 || path.IsAbs(root) || path.Clean(root) != root || root == ".." || strings.HasPrefix(root, "../") {
+		return fmt.Errorf("root %q is not a clean relative path", root)
+	}
+	if kind == KindDir && path.Base(root) != name {
+		return fmt.Errorf("directory dataset rooted at %q, which is not named %s", root, name)
+	}
+	return nil
 }

@@ -23,13 +23,14 @@ import (
 // A crash anywhere leaves the dataset "flushing" (or absent), never
 // "complete" with something missing; the retry starts again at BeginFlush.
 
-// BeginFlush records in the index that dataset e.Name (with e.ID and
-// e.Nodes; other fields are ignored) is being flushed, demoting it if an
-// earlier flush had completed, and only then removes the manifests of that
-// earlier flush. Call it on the coordinating node before any node starts
-// Flush for the dataset.
+// BeginFlush records in the index that dataset e.Name (with e.ID, e.Nodes,
+// e.Kind and e.Root; other fields are ignored) is being flushed, demoting it
+// if an earlier flush had completed, and only then removes the manifests of
+// that earlier flush. Call it on the coordinating node before any node
+// starts Flush for the dataset.
 func BeginFlush(ctx context.Context, prefix string, e IndexEntry, lg *slog.Logger) error {
-	e = IndexEntry{Name: e.Name, ID: e.ID, State: StateFlushing, Nodes: e.Nodes, Started: time.Now().UTC()}
+	e = IndexEntry{Name: e.Name, ID: e.ID, State: StateFlushing, Nodes: e.Nodes, Kind: e.Kind, Root: e.Root,
+		Started: time.Now().UTC()}
 	if err := layout.CheckDatasetName(e.Name); err != nil {
 		return fmt.Errorf("begin flush: %w", err)
 	}

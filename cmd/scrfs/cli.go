@@ -26,6 +26,8 @@ func commands() []command {
 		{"mount", "scrfs mount [--config FILE] [--prefix DIR] [--job ID] MOUNTPOINT", "run the daemon in the foreground", runMount},
 		{"status", "scrfs status [--json] [--wait-ready DURATION] [--control DIR]", "show the node's datasets and state", runStatus},
 		{"complete", "scrfs complete [--control DIR] NAME", "mark a dataset complete", runComplete},
+		{"flush", "scrfs flush [--wait] [--timeout DURATION] [--force] [--control DIR] [NAME]", "flush a dataset (default: the newest complete one) to the prefix directory", runFlush},
+		{"list", "scrfs list [--json] [--set-current NAME] [--prefix DIR] [--config FILE]", "list the datasets in the prefix directory's index", runList},
 		{"layout", "scrfs layout [--json] [--config FILE]", "print the redundancy sets and the failures they tolerate", runLayout},
 		{"config", "scrfs config [--config FILE]", "print the effective configuration", runConfig},
 		{"version", "scrfs version", "print the version", runVersion},

@@ -115,10 +115,8 @@ func note(d control.Dataset) string {
 		return fmt.Sprintf("completing (%s), %d open for write", d.Completing, d.OpenWrite)
 	case d.OpenWrite > 0:
 		return fmt.Sprintf("%d open for write", d.OpenWrite)
-	case d.Flush != nil && d.Flush.State == "flushing" && d.Flush.TotalBytes > 0:
-		return fmt.Sprintf("flushing %d%%", 100*d.Flush.DoneBytes/d.Flush.TotalBytes)
 	case d.Flush != nil:
-		return d.Flush.State + " " + d.Flush.Error
+		return flushDetail(*d.Flush) // with rate and ETA while flushing
 	}
 	return d.Reason
 }

@@ -1,0 +1,359 @@
+// Command flushbench measures scrfs's flush and fetch side by side with
+// cp -r of the same tree, in one run: a dataset of many files is written
+// through a real scrfs mount whose cache is on tmpfs, then, round after
+// round,
+//
+//	flush:    scrfs flush --wait (parallel streams, CRC32C, fsync per file)
+//	cp:       cp -r of the cache directory to the same disk
+//	cp+sync:  the same, followed by sync (flush is durable, cp alone is not)
+//	fetch:    daemon restart with a wiped cache: the fetch from the prefix
+//	cp back:  cp -r of the flushed tree back to tmpfs
+//
+// after one untimed warm-up round, and prints medians, CPU time and the
+// ratios the project's targets are stated in (cp time ÷ scrfs time, so
+// above 1.0 means scrfs is faster).
+//
+//	go run ./bench/flushbench [-cache /dev/shm] [-disk /tmp] [-size 4GiB] [-large 32] [-small 1024] [-rounds 3]
+//
+// The cache directory must be on tmpfs and the disk directory on a real
+// disk (not tmpfs), as on a compute node flushing to a parallel file system.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+var (
+	cacheBase = flag.String("cache", "/dev/shm", "tmpfs directory for the scrfs cache")
+	diskBase  = flag.String("disk", "/tmp", "directory on disk for the prefix and the cp copies")
+	sizeArg   = flag.String("size", "4GiB", "dataset size")
+	large     = flag.Int("large", 32, "large files, together 3/4 of the size")
+	small     = flag.Int("small", 1024, "small files, together 1/4 of the size")
+	rounds    = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
+	streams   = flag.Int("streams", 4, "flush.streams")
+	crc       = flag.Bool("crc", true, "flush.crc")
+)
+
+const dataset = "ckpt.1"
+
+// sample is one timed operation: wall seconds and CPU seconds of the
+// process that did the work (the daemon for flush and fetch, cp for cp).
+type sample struct{ wall, cpu float64 }
+
+func main() {
+	flag.Parse()
+	size, err := parseSize(*sizeArg)
+	check(err)
+	work, err := os.MkdirTemp(*cacheBase, "flushbench-")
+	check(err)
+	cleanups = append(cleanups, func() { os.RemoveAll(work) })
+	defer cleanup()
+	disk, err := os.MkdirTemp(*diskBase, "flushbench-")
+	check(err)
+	cleanups = append(cleanups, func() { os.RemoveAll(disk) })
+	warnIfTmpfs(disk)
+	bin := filepath.Join(work, "scrfs")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/scrfs").CombinedOutput(); err != nil {
+		die("build scrfs: %v\n%s", err, out)
+	}
+	b := &bench{bin: bin, work: work, prefix: filepath.Join(disk, "pfs"), disk: disk}
+	cleanups = append(cleanups, b.stop)
+	b.start()
+	files := writeDataset(filepath.Join(work, "mnt", dataset), size)
+	b.cli("complete", dataset)
+	b.waitLog("dataset complete")
+	fmt.Printf("dataset %s: %d files, %s, cache %s, prefix %s, streams %d, crc %v\n",
+		dataset, files, human(size), *cacheBase, b.prefix, *streams, *crc)
+
+	res := map[string][]sample{}
+	for r := 0; r <= *rounds; r++ {
+		one := b.round(r > 0)
+		if r == 0 {
+			continue // warm-up: page tables, the disk's allocator, the binaries
+		}
+		for k, v := range one {
+			res[k] = append(res[k], v)
+		}
+		fmt.Printf("round %d: flush %.2fs  cp %.2fs  cp+sync %.2fs  fetch %.2fs  cp back %.2fs\n", r,
+			one["flush"].wall, one["cp"].wall, one["cp+sync"].wall, one["fetch"].wall, one["cp back"].wall)
+	}
+	report(res, size)
+}
+
+type bench struct {
+	bin, work, prefix, disk string
+	cmd                     *exec.Cmd
+	lines                   chan string
+	fetched                 string // the "dataset fetched" line of the last start, if any
+}
+
+func (b *bench) env() []string {
+	return append(os.Environ(),
+		"SCRFS_PATHS_CACHE_BASE="+filepath.Join(b.work, "cache"),
+		"SCRFS_PATHS_CONTROL_BASE="+filepath.Join(b.work, "control"),
+		"SCRFS_PATHS_PREFIX="+b.prefix,
+		"SCRFS_JOB_ID=flushbench", "SCRFS_METRICS_LISTEN=", "SCRFS_DATASETS_COMPLETE=",
+		"SCRFS_FLUSH_EVERY=0", "SCRFS_FLUSH_STREAMS="+strconv.Itoa(*streams), "SCRFS_FLUSH_CRC="+strconv.FormatBool(*crc),
+		"SCRFS_DATASETS_CACHE_SIZE=4")
+}
+
+// start runs the daemon and returns once it is ready.
+func (b *bench) start() {
+	b.cmd = exec.Command(b.bin, "mount", filepath.Join(b.work, "mnt"))
+	b.cmd.Env = b.env()
+	stderr, err := b.cmd.StderrPipe()
+	check(err)
+	check(b.cmd.Start())
+	b.lines = make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			select {
+			case b.lines <- sc.Text():
+			default: // nobody waits for these
+			}
+		}
+		close(b.lines)
+	}()
+	b.fetched = ""
+	b.waitLog("scrfs ready")
+}
+
+// waitLog returns the next daemon log line containing s, remembering a
+// fetch logged on the way (it comes before "scrfs ready").
+func (b *bench) waitLog(s string) string {
+	for l := range b.lines {
+		if strings.Contains(l, "dataset fetched") {
+			b.fetched = l
+		}
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	die("daemon exited before logging %q", s)
+	return ""
+}
+
+// stop ends the daemon (it unmounts on SIGTERM); stopping a stopped one
+// does nothing.
+func (b *bench) stop() {
+	if b.cmd == nil || b.cmd.ProcessState != nil {
+		return
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	b.cmd.Wait()
+}
+
+func (b *bench) cli(args ...string) {
+	cmd := exec.Command(b.bin, args...)
+	cmd.Env = append(b.env(), "SCRFS_CONTROL="+filepath.Join(b.work, "control", user(), "scrfs.flushbench"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		die("scrfs %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// round measures each operation once. The page cache is written back
+// (untimed) before each, so no operation pays for the previous one's dirty
+// pages.
+func (b *bench) round(force bool) map[string]sample {
+	out := map[string]sample{}
+	cacheDS := filepath.Join(b.work, "cache", user(), "scrfs.flushbench", dataset)
+	os.RemoveAll(filepath.Join(b.prefix, dataset))
+	syncAll()
+
+	cpu0 := procCPU(b.cmd.Process.Pid)
+	t0 := time.Now()
+	args := []string{"flush", "--wait"}
+	if force {
+		args = append(args, "--force")
+	}
+	b.cli(append(args, dataset)...)
+	out["flush"] = sample{time.Since(t0).Seconds(), procCPU(b.cmd.Process.Pid) - cpu0}
+
+	dst := filepath.Join(b.disk, "cp")
+	os.RemoveAll(dst)
+	syncAll()
+	out["cp"] = runTimed("cp", "-r", cacheDS, dst)
+	t1 := time.Now()
+	syncAll()
+	out["cp+sync"] = sample{out["cp"].wall + time.Since(t1).Seconds(), out["cp"].cpu}
+	os.RemoveAll(dst)
+	syncAll()
+
+	// Fetch: a restart with the cache gone brings the dataset back. The
+	// time is the whole restart (daemon start and mount included, some
+	// 0.1 s), so the ratio errs against scrfs.
+	b.stop()
+	os.RemoveAll(filepath.Join(b.work, "cache"))
+	os.RemoveAll(filepath.Join(b.work, "control"))
+	t2 := time.Now()
+	b.start()
+	wall := time.Since(t2).Seconds()
+	if !strings.Contains(b.fetched, "dataset="+dataset) {
+		die("the restart did not fetch the dataset")
+	}
+	out["fetch"] = sample{wall, procCPU(b.cmd.Process.Pid)}
+
+	back := filepath.Join(b.work, "back")
+	out["cp back"] = runTimed("cp", "-r", filepath.Join(b.prefix, dataset), back)
+	os.RemoveAll(back)
+	return out
+}
+
+// runTimed runs a command and returns its wall and CPU time.
+func runTimed(name string, args ...string) sample {
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = os.Stderr
+	t := time.Now()
+	check(cmd.Run())
+	wall := time.Since(t).Seconds()
+	st := cmd.ProcessState
+	return sample{wall, (st.UserTime() + st.SystemTime()).Seconds()}
+}
+
+// procCPU returns the user+system CPU seconds of a running process.
+func procCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	check(err)
+	// Fields after the command name (which may hold spaces) in parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100 // USER_HZ is 100 on Linux
+}
+
+func syncAll() { syscall.Sync() }
+
+// writeDataset writes size bytes through the mount: 3/4 in -large files,
+// 1/4 in -small files, spread over subdirectories as ranks would.
+func writeDataset(dir string, size int64) int {
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i*131 + i>>9)
+	}
+	n := 0
+	bigSize := size * 3 / 4 / int64(*large)
+	for i := range *large {
+		writeFile(filepath.Join(dir, fmt.Sprintf("rank_%03d", i), "model.bin"), bigSize, buf, i)
+		n++
+	}
+	smallSize := size / 4 / int64(*small)
+	for i := range *small {
+		writeFile(filepath.Join(dir, fmt.Sprintf("rank_%03d", i%max(*large, 1)), fmt.Sprintf("shard_%05d.bin", i)), smallSize, buf, i)
+		n++
+	}
+	return n
+}
+
+func writeFile(p string, size int64, buf []byte, seed int) {
+	check(os.MkdirAll(filepath.Dir(p), 0o755))
+	f, err := os.Create(p)
+	check(err)
+	buf[0], buf[1] = byte(seed), byte(seed>>8) // distinct files
+	for left := size; left > 0; {
+		k := min(left, int64(len(buf)))
+		_, err := f.Write(buf[:k])
+		check(err)
+		left -= k
+	}
+	check(f.Close())
+}
+
+func report(res map[string][]sample, size int64) {
+	med := func(k string, cpu bool) float64 {
+		var v []float64
+		for _, s := range res[k] {
+			if cpu {
+				v = append(v, s.cpu)
+			} else {
+				v = append(v, s.wall)
+			}
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	fmt.Printf("\nmedians of %d rounds (%s):\n", *rounds, human(size))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "operation\twall s\tMiB/s\tCPU s")
+	for _, k := range []string{"flush", "cp", "cp+sync", "fetch", "cp back"} {
+		w := med(k, false)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.2f\n", k, w, float64(size)/(1<<20)/w, med(k, true))
+	}
+	tw.Flush()
+	fmt.Printf("\nratios (cp time ÷ scrfs time; > 1.0: scrfs faster):\n")
+	fmt.Printf("  flush vs cp -r         %.2f\n", med("cp", false)/med("flush", false))
+	fmt.Printf("  flush vs cp -r + sync  %.2f\n", med("cp+sync", false)/med("flush", false))
+	fmt.Printf("  fetch vs cp -r back    %.2f\n", med("cp back", false)/med("fetch", false))
+	fmt.Printf("CPU (scrfs CPU ÷ cp CPU): flush %.2f, fetch %.2f\n",
+		med("flush", true)/med("cp", true), med("fetch", true)/med("cp back", true))
+}
+
+// warnIfTmpfs says so when the "disk" is memory: the comparison would then
+// measure memory copies, not the disk.
+func warnIfTmpfs(dir string) {
+	var st syscall.Statfs_t
+	if syscall.Statfs(dir, &st) == nil && st.Type == 0x01021994 {
+		fmt.Fprintf(os.Stderr, "warning: %s is tmpfs; use -disk on a real disk\n", dir)
+	}
+}
+
+func user() string {
+	if os.Geteuid() == 0 {
+		return "root"
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return strconv.Itoa(os.Getuid())
+}
+
+func human(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+func check(err error) {
+	if err != nil && err != io.EOF {
+		die("%v", err)
+	}
+}
+
+// cleanups run before the program ends, also on errors, so a failed run
+// leaves no daemon, mount or gigabytes of test data behind.
+var cleanups []func()
+
+func cleanup() {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	cleanups = nil
+}
+
+func die(format string, args ...any) {
+	cleanup()
+	log.Fatalf(format, args...)
+}
+
+func parseSize(s string) (int64, error) {
+	units := map[string]int64{"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(s)
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	u, ok := units[s[i:]]
+	if err != nil || !ok {
+		return 0, fmt.Errorf("size %q: want e.g. 4GiB", s)
+	}
+	return n * u, nil
+}

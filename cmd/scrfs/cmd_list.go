@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/scrfs/scrfs/flush"
+)
+
+// runList prints the prefix directory's job index, as scr_index does. It
+// reads the index file itself: no daemon needs to run (after the job, on a
+// login node, say).
+func runList(e *env, args []string) int {
+	fs := e.flags("list")
+	asJSON := fs.Bool("json", false, "print the index as JSON (the format of <prefix>/.scrfs/index.json)")
+	prefix := fs.String("prefix", "", "prefix directory (default: paths.prefix of the configuration)")
+	file := fs.String("config", "", "configuration file, for paths.prefix")
+	var current string
+	setCurrent := false
+	fs.Func("set-current", `mark dataset NAME as the one a restart fetches, even if newer ones exist ("" clears the mark)`,
+		func(v string) error { current, setCurrent = v, true; return nil })
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	dir := *prefix
+	if dir == "" {
+		cfg, ok := e.loadConfig(*file)
+		if !ok {
+			return exitConfig
+		}
+		dir = cfg.Paths.Prefix
+	}
+	if dir == "" {
+		e.errorf("no prefix directory: set paths.prefix (SCRFS_PATHS_PREFIX) or give --prefix")
+		return exitConfig
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if setCurrent {
+		if code := e.setCurrent(dir, current); code != exitOK {
+			return code
+		}
+	}
+	ix, err := flush.ReadIndex(dir)
+	if err != nil {
+		e.errorf("%v", err)
+		return exitError
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(ix)
+		return exitOK
+	}
+	printIndex(e.stdout, dir, ix)
+	return exitOK
+}
+
+// setCurrent marks (or with "" clears) the dataset a restart fetches.
+func (e *env) setCurrent(prefix, name string) int {
+	code := exitOK
+	err := flush.UpdateIndex(context.Background(), prefix, nil, func(ix *flush.Index) error {
+		if _, ok := ix.Lookup(name); name != "" && !ok {
+			code = exitNotFound
+			return fmt.Errorf("set current: no dataset %q in the index of %s", name, prefix)
+		}
+		return ix.SetCurrent(name)
+	})
+	if err != nil {
+		e.errorf("%v", err)
+		if code == exitOK {
+			code = exitError
+		}
+		return code
+	}
+	return exitOK
+}
+
+// printIndex prints the index newest first, then the reasons of failed
+// fetches.
+func printIndex(w io.Writer, prefix string, ix *flush.Index) {
+	fmt.Fprintf(w, "prefix %s: %d datasets\n", prefix, len(ix.Datasets))
+	if len(ix.Datasets) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tSIZE\tFILES\tNODES\tFLUSHED\tCURRENT\tFAILED FETCHES")
+	for i := len(ix.Datasets) - 1; i >= 0; i-- {
+		d := ix.Datasets[i]
+		cur, flushed, failed := "", "-", "-"
+		if d.Name == ix.Current {
+			cur = "*"
+		}
+		if !d.Flushed.IsZero() {
+			flushed = d.Flushed.Local().Format(time.DateTime)
+		}
+		if n := len(d.FailedFetches); n > 0 {
+			failed = strconv.Itoa(n)
+		}
+		size := humanBytes(d.Bytes)
+		if d.State != flush.StateComplete {
+			size = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.Name, d.State, size, d.Files, d.Nodes, flushed, cur, failed)
+	}
+	tw.Flush()
+	for i := len(ix.Datasets) - 1; i >= 0; i-- {
+		d := ix.Datasets[i]
+		if n := len(d.FailedFetches); n > 0 {
+			f := d.FailedFetches[n-1]
+			fmt.Fprintf(w, "\n%s: fetch failed on node %d at %s: %s", d.Name, f.Node, f.Time.Local().Format(time.DateTime), f.Reason)
+		}
+	}
+	for _, d := range ix.Datasets {
+		if len(d.FailedFetches) > 0 {
+			fmt.Fprintln(w)
+			break
+		}
+	}
+}

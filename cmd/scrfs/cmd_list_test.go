@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/flush"
+)
+
+// listPrefix makes a prefix whose index holds two complete datasets (one
+// with a failed fetch) and one still flushing.
+func listPrefix(t *testing.T) string {
+	t.Helper()
+	prefix := t.TempDir()
+	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+	err := flush.UpdateIndex(context.Background(), prefix, nil, func(ix *flush.Index) error {
+		for _, e := range []flush.IndexEntry{
+			{Name: "ckpt.10", ID: 10, State: flush.StateComplete, Nodes: 4, Files: 16, Bytes: 3 << 30, Flushed: at},
+			{Name: "ckpt.20", ID: 20, State: flush.StateComplete, Nodes: 4, Files: 16, Bytes: 5 << 20, Flushed: at.Add(time.Hour)},
+			{Name: "ckpt.30", ID: 30, State: flush.StateFlushing, Nodes: 4},
+		} {
+			if err := ix.Put(e); err != nil {
+				return err
+			}
+		}
+		return ix.AddFetchFailure("ckpt.20", flush.FetchFailure{Time: at, Node: 2, Reason: "corrupt /p/ckpt.20/x: crc32c 1, manifest says 2"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prefix
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestListTable(t *testing.T) {
+	prefix := listPrefix(t)
+	out, errs, code := runCLI(t, "list", "--prefix", prefix)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	lines := strings.Split(out, "\n")
+	// Newest first, then the failed fetch's reason.
+	var rows []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "ckpt.") {
+			rows = append(rows, strings.Fields(l)[0]+" "+strings.Fields(l)[1])
+		}
+	}
+	if got := strings.Join(rows, ","); got != "ckpt.30 flushing,ckpt.20 complete,ckpt.10 complete,ckpt.20: fetch" {
+		t.Fatalf("rows %q in\n%s", got, out)
+	}
+	for _, want := range []string{"3.0 GiB", "5.0 MiB", "fetch failed on node 2", "crc32c 1, manifest says 2", "3 datasets"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestListJSON(t *testing.T) {
+	prefix := listPrefix(t)
+	out, errs, code := runCLI(t, "list", "--json", "--prefix", prefix)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var ix flush.Index
+	if err := json.Unmarshal([]byte(out), &ix); err != nil {
+		t.Fatal(err)
+	}
+	onDisk, err := flush.ReadIndex(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ix.Datasets) != 3 || ix.Datasets[1].Name != onDisk.Datasets[1].Name || len(ix.Datasets[1].FailedFetches) != 1 {
+		t.Fatalf("--json printed %+v", ix)
+	}
+}
+
+func TestListSetCurrent(t *testing.T) {
+	prefix := listPrefix(t)
+	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "ckpt.10"); code != exitOK {
+		t.Fatalf("set current: exit %d: %s", code, errs)
+	}
+	ix, _ := flush.ReadIndex(prefix)
+	if ix.Current != "ckpt.10" {
+		t.Fatalf("current %q", ix.Current)
+	}
+	out, _, _ := runCLI(t, "list", "--prefix", prefix)
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[0], "ckpt.") && !strings.HasSuffix(f[0], ":") {
+			if marked := strings.Contains(l, " * "); marked != (f[0] == "ckpt.10") {
+				t.Errorf("current mark wrong in %q", l)
+			}
+		}
+	}
+	// A missing dataset is "not found"; one still flushing cannot be current.
+	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "nope"); code != exitNotFound || !strings.Contains(errs, "nope") {
+		t.Fatalf("set current nope: exit %d: %s", code, errs)
+	}
+	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "ckpt.30"); code != exitError || !strings.Contains(errs, "not complete") {
+		t.Fatalf("set current ckpt.30: exit %d: %s", code, errs)
+	}
+	// "" clears the mark.
+	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", ""); code != exitOK {
+		t.Fatalf("clear current: exit %d: %s", code, errs)
+	}
+	if ix, _ := flush.ReadIndex(prefix); ix.Current != "" {
+		t.Fatalf("current %q after clearing", ix.Current)
+	}
+}
+
+func TestListErrors(t *testing.T) {
+	// No prefix anywhere.
+	t.Setenv("SCRFS_PATHS_PREFIX", "") // restored after the test
+	os.Unsetenv("SCRFS_PATHS_PREFIX")
+	if _, errs, code := runCLI(t, "list", "--config", writeConfig(t, "")); code != exitConfig || !strings.Contains(errs, "paths.prefix") {
+		t.Fatalf("no prefix: exit %d: %s", code, errs)
+	}
+	// The prefix from the configuration, with nothing flushed yet.
+	empty := t.TempDir()
+	out, errs, code := runCLI(t, "list", "--config", writeConfig(t, "[paths]\nprefix = \""+empty+"\"\n"))
+	if code != exitOK || !strings.Contains(out, "0 datasets") {
+		t.Fatalf("empty prefix: exit %d: %s%s", code, out, errs)
+	}
+	// A corrupt index is reported with its path, never overwritten.
+	prefix := listPrefix(t)
+	index := flush.IndexPath(prefix)
+	if err := os.Truncate(index, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := runCLI(t, "list", "--prefix", prefix); code != exitError || !strings.Contains(errs, index) || !strings.Contains(errs, "corrupt scrfs metadata") {
+		t.Fatalf("corrupt index: exit %d: %s", code, errs)
+	}
+	if _, _, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "ckpt.10"); code != exitError {
+		t.Fatalf("set current on a corrupt index: exit %d", code)
+	}
+	if st, _ := os.Stat(index); st.Size() != 40 {
+		t.Fatal("corrupt index rewritten")
+	}
+	if _, _, code := runCLI(t, "list", "extra"); code != exitUsage {
+		t.Fatalf("extra argument: exit %d", code)
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "scrfs.toml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,129 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/layout"
+)
+
+// Every node's side of a fetch: copy this node's files of the dataset into
+// the staging directory ("fetch"), then adopt them into the cache
+// ("fetch-commit") or drop them ("fetch-abort") as node 0 decides.
+
+// handleFetch copies this node's share of a dataset from the prefix into
+// the staging directory, verifying sizes and CRCs.
+func (f *flusher) handleFetch(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[fetchMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	if f.prefix == "" {
+		return nil, errNoPrefix
+	}
+	if err := layout.CheckDatasetName(m.Dataset); err != nil {
+		return nil, err
+	}
+	if ds := f.d.store.Get(m.Dataset); ds != nil {
+		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.d.node, ds.State())
+	}
+	man, err := flush.ReadManifest(f.prefix, m.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	if man.Nodes != f.d.size {
+		return nil, fmt.Errorf("fetch %s: flushed by %d nodes, this job has %d", m.Dataset, man.Nodes, f.d.size)
+	}
+	staging := f.d.store.StagingDir(m.Dataset)
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, fmt.Errorf("fetch %s: clear staging directory: %w", m.Dataset, err)
+	}
+	var meter rateMeter
+	start := time.Now()
+	meter.begin(start)
+	o := f.opts
+	o.Limiter = nil // the job waits for its checkpoint: no throttle
+	o.Progress = func(done, total int64) {
+		f.met.rate.WithLabelValues("fetch").Set(meter.update(done, total))
+	}
+	entries := man.ForNode(f.d.node)
+	err = flush.Fetch(ctx, layout.PrefixDatasetDir(f.prefix, m.Dataset), staging, entries, o)
+	f.met.rate.WithLabelValues("fetch").Set(0)
+	if err != nil {
+		os.RemoveAll(staging)
+		return nil, err
+	}
+	res := fetchReply{Seconds: time.Since(start).Seconds()}
+	for _, e := range entries {
+		if e.Type == flush.TypeFile {
+			res.Files++
+			res.Bytes += e.Size
+		}
+	}
+	f.fetch.mu.Lock()
+	f.fetch.staged[m.Round] = fetchStage{msg: m, res: res}
+	f.fetch.mu.Unlock()
+	return res, nil
+}
+
+// handleCommit adopts a staged fetch into the cache, shows it in the mount
+// and applies redundancy to it again.
+func (f *flusher) handleCommit(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[fetchMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	f.fetch.mu.Lock()
+	st, ok := f.fetch.staged[m.Round]
+	delete(f.fetch.staged, m.Round)
+	f.fetch.mu.Unlock()
+	if !ok || st.msg.Dataset != m.Dataset {
+		return nil, fmt.Errorf("commit fetch of %s: node %d staged nothing in that round", m.Dataset, f.d.node)
+	}
+	route := cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
+	if m.Kind != "" {
+		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
+	}
+	ds, err := f.d.store.Adopt(route, cache.Complete, f.d.store.StagingDir(m.Dataset))
+	if err != nil {
+		os.RemoveAll(f.d.store.StagingDir(m.Dataset))
+		return nil, err
+	}
+	f.mu.Lock()
+	f.fetched[m.Dataset] = flush.IndexEntry{Name: m.Dataset, ID: m.ID}
+	f.mu.Unlock()
+	if f.d.fsys != nil {
+		f.d.fsys.Appeared(route)
+	}
+	// It is in the prefix already: no flush needs to hold it in the cache.
+	now := time.Now()
+	f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushDone, Done: st.res.Bytes, Total: st.res.Bytes, Finished: now})
+	f.setOutcome(m.Dataset, outcome{Flush: control.Flush{State: control.FlushDone, Finished: now}})
+	f.log.Info("dataset fetched", "dataset", m.Dataset, "bytes", st.res.Bytes, "files", st.res.Files,
+		"seconds", st.res.Seconds, "rate_mib_s", mibPerSec(st.res.Bytes, st.res.Seconds),
+		"from", layout.PrefixDatasetDir(f.prefix, m.Dataset))
+	// Redundancy is not in the prefix: apply it again across the sets.
+	go f.d.protect.protect(ds.Info())
+	return struct{}{}, nil
+}
+
+// handleAbort drops a staged fetch.
+func (f *flusher) handleAbort(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[fetchMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	f.fetch.mu.Lock()
+	delete(f.fetch.staged, m.Round)
+	f.fetch.mu.Unlock()
+	if err := os.RemoveAll(f.d.store.StagingDir(m.Dataset)); err != nil {
+		return nil, fmt.Errorf("drop staged fetch of %s: %w", m.Dataset, err)
+	}
+	return struct{}{}, nil
+}

@@ -1,0 +1,278 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/flush"
+)
+
+// Flushing datasets to the prefix directory is a job-wide round that node 0
+// coordinates, because node 0 alone writes the prefix's index:
+//
+//	node 0:     mark D scheduled (durable intent), flush.BeginFlush
+//	node 0 → i: "flush" D — node i flushes its files of D and writes its
+//	            manifest part, then answers (a long call: the answer is the
+//	            report, so a node that stops answering is noticed by its link)
+//	node 0:     once every node answered: flush.CompleteFlush
+//	node 0 → i: "flush-done" D with the outcome; each node records it
+//
+// A round starts when the flush.every-th dataset settles on node 0, or on
+// `scrfs flush` from any node ("flush-request" to node 0). A node whose link
+// is down longer than cluster.connect_timeout fails the round, naming it. A
+// crash anywhere leaves the index calling D "flushing" (never complete with
+// a part missing); after a restart node 0 redoes rounds it had scheduled or
+// that the index shows unfinished, and other nodes ask node 0
+// ("flush-resume") about datasets they still have scheduled.
+//
+// Fetching at start (fetch.go) is coordinated by node 0 the same way.
+
+// flusher is a node's flush and fetch machinery.
+type flusher struct {
+	d      *Daemon
+	log    *slog.Logger
+	prefix string // "" disables flush and fetch
+	every  int
+	opts   flush.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
+	met    *flushMetrics
+
+	// started is closed once the daemon's restore is over: this node's
+	// flush jobs wait for it, so a flush never mistakes a dataset that a
+	// rebuild or fetch is about to bring back for one it never had.
+	started   chan struct{}
+	startOnce sync.Once
+	wake      chan struct{} // capacity 1: the job queue grew
+	fetch     fetchState
+
+	// mu protects the fields below. Never call the store while holding mu:
+	// store callbacks (OnRemove) take it.
+	mu       sync.Mutex
+	state    flushState
+	changed  chan struct{}               // closed and replaced when a dataset settles or leaves the cache, or a round ends
+	jobs     map[string]*flushJob        // this node's parts, by dataset, until the round's outcome
+	queue    []*flushJob                 // jobs waiting for the worker, oldest first
+	rounds   map[string]*flushRound      // node 0: rounds being coordinated, by dataset
+	outcomes map[string]outcome          // the job-wide state of each dataset's last round, as this node heard it
+	fetched  map[string]flush.IndexEntry // datasets fetched at start, as the index listed them
+}
+
+// newFlusher creates the flusher and registers its requests; call it before
+// startPeers. On node 0 it also continues the dataset ids of the prefix's
+// index, whose order is by id across allocations.
+func (d *Daemon) newFlusher() (*flusher, error) {
+	f := &flusher{
+		d:        d,
+		log:      d.log,
+		prefix:   d.cfg.Paths.Prefix,
+		every:    d.cfg.Flush.Every,
+		met:      newFlushMetrics(d.reg),
+		started:  make(chan struct{}),
+		changed:  make(chan struct{}),
+		jobs:     map[string]*flushJob{},
+		wake:     make(chan struct{}, 1),
+		rounds:   map[string]*flushRound{},
+		outcomes: map[string]outcome{},
+		fetched:  map[string]flush.IndexEntry{},
+	}
+	f.fetch.decided = make(chan struct{})
+	st, err := loadFlushState(d.controlDir)
+	if err != nil {
+		f.log.Warn("flush state unreadable; starting the flush counter afresh", "err", err)
+	}
+	f.state = st
+	fm, err := flush.NewMetrics(d.reg)
+	if err != nil {
+		return nil, err
+	}
+	var limit *flush.Limiter
+	if d.cfg.Flush.Async {
+		// SCR_FLUSH_ASYNC_BW limits background flushes only; a
+		// synchronous flush (flush.async = false) runs at full speed.
+		limit = flush.NewLimiter(int64(d.cfg.Flush.Bandwidth))
+	}
+	f.opts = flush.Options{Streams: d.cfg.Flush.Streams, Limiter: limit, CRC: d.cfg.Flush.CRC,
+		Logger: d.log, Metrics: fm, Buffers: flush.NewBuffers(0)}
+
+	d.rpc.handle("flush-request", f.handleRequest)
+	d.rpc.handle("flush-resume", f.handleResume)
+	d.rpc.handle("flush", f.handleFlush)
+	d.rpc.handle("flush-done", f.handleDone)
+	f.registerFetch()
+
+	if d.node == 0 && f.prefix != "" {
+		f.continueIndex()
+	}
+	go f.worker()
+	return f, nil
+}
+
+// continueIndex reserves dataset ids after the index's largest and shows
+// the newest flushed dataset's age from the start.
+func (f *flusher) continueIndex() {
+	ix, err := flush.ReadIndex(f.prefix)
+	if err != nil {
+		f.log.Warn("prefix index unreadable: new datasets may be numbered before flushed ones", "err", err)
+		return
+	}
+	f.d.store.ReserveIDs(ix.MaxID() + 1)
+	for _, e := range ix.Datasets {
+		if e.State == flush.StateComplete {
+			f.met.flushed(e.Flushed)
+		}
+	}
+}
+
+// start runs once the daemon's restore is over: it releases this node's
+// flush jobs and picks up flushes a restart interrupted.
+func (f *flusher) start() {
+	f.startOnce.Do(func() { close(f.started) })
+	f.endFetchDecision()
+	if f.prefix == "" {
+		return
+	}
+	go f.resume()
+}
+
+// settled is called on every node when a dataset's redundancy is settled
+// (protected, degraded, or complete under SINGLE). Waiting flush jobs look
+// again; node 0 counts the dataset and flushes every flush.every-th.
+func (f *flusher) settled(name string) {
+	if f == nil {
+		return
+	}
+	f.broadcast()
+	if f.d.node != 0 || f.d.ctx.Err() != nil {
+		return
+	}
+	ds := f.d.store.Get(name)
+	if ds == nil || !ds.State().Completed() {
+		return
+	}
+	f.mu.Lock()
+	_, fetched := f.fetched[name]
+	counted := !fetched && f.state.count(name)
+	n := f.state.Settled
+	if counted {
+		if err := f.state.save(f.d.controlDir); err != nil {
+			f.log.Warn("persist flush counter", "err", err)
+		}
+	}
+	f.mu.Unlock()
+	if !counted || f.every <= 0 || f.prefix == "" || n%uint64(f.every) != 0 {
+		return
+	}
+	if _, _, err := f.startRound(name, false, fmt.Sprintf("flush.every = %d", f.every)); err != nil {
+		f.log.Warn("could not start a flush", "dataset", name, "err", err)
+	}
+}
+
+// lost records a dataset that left this node's cache.
+func (f *flusher) lost(info cache.Info) {
+	if f == nil {
+		return
+	}
+	why := "evicted or dropped from the cache"
+	if info.State == cache.Failed {
+		why = "failed: " + info.Reason
+	}
+	f.mu.Lock()
+	f.state.lose(info.Name, why)
+	err := f.state.save(f.d.controlDir)
+	f.mu.Unlock()
+	if err != nil {
+		f.log.Warn("persist flush state", "err", err)
+	}
+	f.broadcast()
+}
+
+// broadcast wakes everyone waiting for a dataset to change.
+func (f *flusher) broadcast() {
+	f.mu.Lock()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *flusher) changes() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changed
+}
+
+// outcome is a round's job-wide state as this node heard it.
+type outcome struct {
+	round string
+	control.Flush
+}
+
+// setOutcome records the job-wide flush state of a dataset as this node
+// last heard it.
+func (f *flusher) setOutcome(name string, o outcome) {
+	f.mu.Lock()
+	f.outcomes[name] = o
+	if len(f.outcomes) > maxLost {
+		for k := range f.outcomes {
+			if k != name {
+				delete(f.outcomes, k)
+				break
+			}
+		}
+	}
+	f.mu.Unlock()
+}
+
+// errNoPrefix is returned when a flush is asked for without a prefix.
+var errNoPrefix = errors.New("paths.prefix is not set: there is nowhere to flush to")
+
+// resume picks up flushes a restart interrupted. Node 0 redoes the rounds
+// it had scheduled and those the index shows unfinished for datasets still
+// in its cache; another node asks node 0 about each dataset it still has
+// scheduled.
+func (f *flusher) resume() {
+	var scheduled []string
+	for _, ds := range f.d.store.Datasets() {
+		if info := ds.Info(); info.Flush.State == cache.FlushScheduled || info.Flush.State == cache.FlushRunning {
+			scheduled = append(scheduled, info.Name)
+		}
+	}
+	if f.d.node != 0 {
+		for _, name := range scheduled {
+			go f.askResume(name)
+		}
+		return
+	}
+	if ix, err := flush.ReadIndex(f.prefix); err != nil {
+		f.log.Warn("prefix index unreadable: unfinished flushes are not resumed", "err", err)
+	} else {
+		for _, e := range ix.Datasets {
+			if ds := f.d.store.Get(e.Name); e.State == flush.StateFlushing && ds != nil && ds.State().Completed() {
+				scheduled = append(scheduled, e.Name)
+			}
+		}
+	}
+	for _, name := range scheduled {
+		if _, _, err := f.startRound(name, true, "resumed after a restart"); err != nil {
+			f.log.Warn("could not resume a flush", "dataset", name, "err", err)
+		}
+	}
+}
+
+// askResume asks node 0 what became of a flush this node had scheduled
+// when it stopped, and records the answer if the round is over.
+func (f *flusher) askResume(name string) {
+	ctx, cancel := context.WithTimeout(f.d.ctx, 2*f.d.broadcastTimeout())
+	defer cancel()
+	var r resumeReply
+	if err := f.d.rpc.call(ctx, 0, "flush-resume", resumeMsg{Dataset: name, From: f.d.node}, &r); err != nil {
+		f.finish(doneMsg{Dataset: name, Error: "could not ask node 0 about the interrupted flush: " + err.Error()})
+		return
+	}
+	if r.Over {
+		f.finish(doneMsg{Dataset: name, OK: r.OK, Error: r.Error})
+	}
+}

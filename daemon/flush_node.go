@@ -1,0 +1,360 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/layout"
+)
+
+// Every node's side of a flush: node 0's "flush" request becomes a job, one
+// worker runs the jobs one at a time (a node's flushes share its
+// bandwidth; running two at once would only slow both), and the request
+// answers when the job's part is durable in the prefix. The job stays until
+// node 0 announces the round's outcome, so a request repeated after a
+// broken link attaches to it instead of copying again.
+
+// flushJob is this node's part of one round.
+type flushJob struct {
+	dataset string
+	round   string
+	created time.Time // the dataset's creation on node 0
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the part is durable or failed
+	res     partReply     // valid once done is closed
+	err     error
+	prog    rateMeter
+}
+
+// handleFlush runs on every node: flush this node's part of a dataset and
+// answer once it is durable.
+func (f *flusher) handleFlush(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[flushMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	if f.prefix == "" {
+		return nil, errNoPrefix
+	}
+	if err := layout.CheckDatasetName(m.Dataset); err != nil {
+		return nil, err
+	}
+	j := f.submit(m)
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if j.err != nil {
+		if f.d.ctx.Err() != nil {
+			return nil, fmt.Errorf("node %d is shutting down", f.d.node)
+		}
+		return nil, j.err
+	}
+	return j.res, nil
+}
+
+// submit returns the job of m's round, queueing it if it is new. A job of
+// an earlier round of the same dataset is cancelled: the new round's
+// BeginFlush removed the parts the old one wrote.
+func (f *flusher) submit(m flushMsg) *flushJob {
+	f.mu.Lock()
+	old := f.jobs[m.Dataset]
+	if old != nil && old.round == m.Round {
+		f.mu.Unlock()
+		return old
+	}
+	j := &flushJob{dataset: m.Dataset, round: m.Round, created: m.Created, done: make(chan struct{})}
+	j.ctx, j.cancel = context.WithCancel(f.d.ctx)
+	f.jobs[m.Dataset] = j
+	f.queue = append(f.queue, j)
+	f.mu.Unlock()
+	if old != nil {
+		old.cancel()
+	}
+	if ds := f.d.store.Get(m.Dataset); ds != nil {
+		f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushScheduled})
+	}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+	return j
+}
+
+// worker runs this node's jobs, oldest first, once the restore is over.
+func (f *flusher) worker() {
+	select {
+	case <-f.started:
+	case <-f.d.ctx.Done():
+		return
+	}
+	for {
+		f.mu.Lock()
+		var j *flushJob
+		if len(f.queue) > 0 {
+			j, f.queue = f.queue[0], f.queue[1:]
+		}
+		f.mu.Unlock()
+		if j == nil {
+			select {
+			case <-f.wake:
+				continue
+			case <-f.d.ctx.Done():
+				return
+			}
+		}
+		j.res, j.err = f.flushPart(j)
+		if j.err != nil && j.ctx.Err() == nil {
+			f.log.Warn("this node's part of a flush failed", "dataset", j.dataset, "err", j.err)
+			f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushFailed, Finished: time.Now(), Error: j.err.Error()})
+		}
+		close(j.done)
+	}
+}
+
+// flushPart copies this node's files of the dataset to the prefix and
+// writes its manifest part.
+func (f *flusher) flushPart(j *flushJob) (partReply, error) {
+	if err := j.ctx.Err(); err != nil {
+		return partReply{}, err
+	}
+	ds, err := f.awaitDataset(j)
+	if err != nil {
+		return partReply{}, err
+	}
+	if ds == nil {
+		// Nothing of it was ever written here; node 0's merge still needs
+		// this node's (empty) part.
+		if err := flush.WritePart(f.prefix, j.dataset, f.d.node, nil); err != nil {
+			return partReply{}, err
+		}
+		f.log.Info("dataset not in this node's cache: flushed an empty part", "dataset", j.dataset)
+		return partReply{}, nil
+	}
+	unpin := ds.Pin()
+	defer unpin()
+	start := time.Now()
+	j.prog.begin(start)
+	f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Started: start})
+	o := f.opts
+	o.Progress = func(done, total int64) {
+		rate := j.prog.update(done, total)
+		f.met.rate.WithLabelValues("flush").Set(rate)
+		f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Done: done, Total: total, Started: start})
+	}
+	entries, err := flush.Flush(j.ctx, ds.Dir(), layout.PrefixDatasetDir(f.prefix, j.dataset), f.d.node, o)
+	f.met.rate.WithLabelValues("flush").Set(0)
+	if err != nil {
+		return partReply{}, err
+	}
+	if err := j.ctx.Err(); err != nil {
+		return partReply{}, err // a newer round took over: its BeginFlush wants a fresh part
+	}
+	if err := flush.WritePart(f.prefix, j.dataset, f.d.node, entries); err != nil {
+		return partReply{}, err
+	}
+	res := partReply{Seconds: time.Since(start).Seconds()}
+	for _, e := range entries {
+		if e.Type == flush.TypeFile {
+			res.Files++
+			res.Bytes += e.Size
+		}
+	}
+	j.prog.finish()
+	return res, nil
+}
+
+// awaitDataset returns the dataset once it is complete here, or nil when
+// this node never had it (its part is empty). A dataset this node had and
+// lost, or that is still being written after the wait, is an error: an
+// empty part for it would make the prefix claim a dataset without its files.
+func (f *flusher) awaitDataset(j *flushJob) (*cache.Dataset, error) {
+	wait := 2*f.d.cfg.Redundancy.Timeout.Duration + f.d.broadcastTimeout()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	// Completion here has no event of its own before the dataset settles;
+	// look again every second as well.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		changed := f.changes()
+		ds := f.d.store.Get(j.dataset)
+		if ds == nil {
+			f.mu.Lock()
+			why := f.state.lostWhy(j.dataset)
+			f.mu.Unlock()
+			switch {
+			case why != "":
+				return nil, fmt.Errorf("node %d no longer holds dataset %s (%s)", f.d.node, j.dataset, why)
+			case j.created.IsZero() || f.d.started.After(j.created):
+				return nil, fmt.Errorf("dataset %s is not in the cache of node %d, whose daemon started after the dataset "+
+					"was created: its files on this node may be lost", j.dataset, f.d.node)
+			}
+			return nil, nil
+		}
+		if ds.State().Completed() {
+			return ds, nil
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-deadline.C:
+			return nil, fmt.Errorf("dataset %s is still %s on node %d after %v", j.dataset, ds.State(), f.d.node, wait)
+		case <-j.ctx.Done():
+			return nil, j.ctx.Err()
+		}
+	}
+}
+
+// handleDone runs on every node: node 0 announces how a round ended.
+func (f *flusher) handleDone(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[doneMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	f.finish(m)
+	return struct{}{}, nil
+}
+
+// finish records a round's outcome: in the cache's flush status of the
+// dataset (if this node holds it), and for `scrfs flush --wait`. An outcome
+// of an older round than this node's current job is stale and ignored.
+func (f *flusher) finish(m doneMsg) {
+	now := time.Now()
+	st := control.Flush{State: control.FlushDone, Finished: now}
+	if !m.OK {
+		st = control.Flush{State: control.FlushFailed, Finished: now, Error: m.Error}
+	}
+	f.mu.Lock()
+	j := f.jobs[m.Dataset]
+	if j != nil && j.round != m.Round {
+		f.mu.Unlock()
+		return
+	}
+	delete(f.jobs, m.Dataset)
+	f.mu.Unlock()
+	var mine partReply
+	if j != nil {
+		j.cancel() // a failed round: stop a copy still running
+		select {
+		case <-j.done:
+			mine = j.res
+			st.DoneBytes, st.TotalBytes = j.prog.bytes()
+			st.Started = j.prog.startTime()
+		default:
+		}
+	}
+	f.setOutcome(m.Dataset, outcome{round: m.Round, Flush: st})
+	if ds := f.d.store.Get(m.Dataset); ds != nil {
+		cs := cache.FlushStatus{State: cache.FlushDone, Done: st.DoneBytes, Total: st.TotalBytes, Started: st.Started,
+			Finished: now, Error: st.Error}
+		if !m.OK {
+			cs.State = cache.FlushFailed
+		}
+		f.setFlush(m.Dataset, cs)
+	}
+	f.broadcast() // wakes `scrfs flush --wait`
+	if !m.OK {
+		f.log.Error("dataset flush failed; the dataset stays in the cache", "dataset", m.Dataset, "reason", m.Error)
+		return
+	}
+	f.met.flushed(m.Flushed)
+	f.log.Info("dataset flushed", "dataset", m.Dataset, "bytes", mine.Bytes, "files", mine.Files,
+		"seconds", mine.Seconds, "rate_mib_s", mibPerSec(mine.Bytes, mine.Seconds),
+		"job_bytes", m.Bytes, "job_files", m.Files, "job_seconds", m.Seconds,
+		"dir", layout.PrefixDatasetDir(f.prefix, m.Dataset))
+}
+
+// mibPerSec is a rate for log lines.
+func mibPerSec(bytes int64, seconds float64) float64 {
+	return float64(bytes) / (1 << 20) / max(seconds, 1e-9)
+}
+
+// rateMeter follows a copy's progress: bytes done of total and the rate
+// over the last few seconds (so a throttled or stalled copy shows it at
+// once, where an average since the start would lag).
+type rateMeter struct {
+	mu          sync.Mutex
+	start       time.Time
+	done, total int64
+	samples     []rateSample // the last rateWindow of updates, oldest first
+	finished    bool
+}
+
+type rateSample struct {
+	at   time.Time
+	done int64
+}
+
+const rateWindow = 3 * time.Second
+
+func (r *rateMeter) begin(at time.Time) {
+	r.mu.Lock()
+	r.start, r.samples = at, []rateSample{{at: at}}
+	r.mu.Unlock()
+}
+
+// update records progress and returns the current rate in bytes per second.
+func (r *rateMeter) update(done, total int64) float64 {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done, r.total = done, total
+	r.samples = append(r.samples, rateSample{at: now, done: done})
+	i := 0
+	for i < len(r.samples)-2 && now.Sub(r.samples[i+1].at) >= rateWindow {
+		i++
+	}
+	r.samples = r.samples[i:]
+	return r.rateLocked()
+}
+
+func (r *rateMeter) rateLocked() float64 {
+	if r.finished || len(r.samples) < 2 {
+		return 0
+	}
+	first, last := r.samples[0], r.samples[len(r.samples)-1]
+	span := last.at.Sub(first.at).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(last.done-first.done) / span
+}
+
+func (r *rateMeter) finish() {
+	r.mu.Lock()
+	r.finished = true
+	r.mu.Unlock()
+}
+
+// snapshot returns bytes done and total, the rate, the seconds left at
+// that rate (0 if unknown), and whether the copy is over.
+func (r *rateMeter) snapshot() (done, total int64, rate, eta float64, finished bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rate = r.rateLocked()
+	if rate > 0 && r.total > r.done {
+		eta = float64(r.total-r.done) / rate
+	}
+	return r.done, r.total, rate, eta, r.finished
+}
+
+func (r *rateMeter) bytes() (done, total int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.done, r.total
+}
+
+func (r *rateMeter) startTime() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.start
+}

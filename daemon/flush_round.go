@@ -1,0 +1,343 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/peer"
+)
+
+// Messages of the flush protocol.
+type (
+	// requestMsg asks node 0 to flush a dataset.
+	requestMsg struct {
+		Dataset string `json:"dataset"`
+		Force   bool   `json:"force,omitempty"`
+		From    int    `json:"from"`
+	}
+	requestReply struct {
+		Dataset string `json:"dataset"`
+		Round   string `json:"round,omitempty"`
+		Already bool   `json:"already,omitempty"`
+	}
+	// resumeMsg asks node 0 about a flush a restart interrupted.
+	resumeMsg struct {
+		Dataset string `json:"dataset"`
+		From    int    `json:"from"`
+	}
+	resumeReply struct {
+		Over  bool   `json:"over"` // the round ended (OK and Error say how) or was abandoned
+		OK    bool   `json:"ok,omitempty"`
+		Error string `json:"error,omitempty"`
+	}
+	// flushMsg tells a node to flush its part; the answer is its report.
+	flushMsg struct {
+		Dataset string    `json:"dataset"`
+		Round   string    `json:"round"`
+		Created time.Time `json:"created"` // when node 0 created the dataset
+	}
+	partReply struct {
+		Files   int64   `json:"files"`
+		Bytes   int64   `json:"bytes"`
+		Seconds float64 `json:"seconds"`
+	}
+	// doneMsg announces a round's outcome to every node.
+	doneMsg struct {
+		Dataset string    `json:"dataset"`
+		Round   string    `json:"round"`
+		OK      bool      `json:"ok"`
+		Error   string    `json:"error,omitempty"`
+		Flushed time.Time `json:"flushed,omitzero"`
+		Files   int64     `json:"files,omitempty"` // job-wide totals
+		Bytes   int64     `json:"bytes,omitempty"`
+		Seconds float64   `json:"seconds,omitempty"`
+	}
+)
+
+// flushRound is node 0's view of one dataset's flush across the job.
+type flushRound struct {
+	dataset string
+	token   string
+	reason  string
+}
+
+// handleRequest runs on node 0: `scrfs flush` on some node.
+func (f *flusher) handleRequest(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[requestMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	if f.d.node != 0 {
+		return nil, fmt.Errorf("node %d does not coordinate flushes (node 0 does)", f.d.node)
+	}
+	name := m.Dataset
+	if name == "" {
+		if name = f.newestCompleted(); name == "" {
+			return nil, fmt.Errorf("node 0 has no completed dataset to flush: %w", cache.ErrNotFound)
+		}
+	}
+	reason := "scrfs flush on node " + itoa(m.From)
+	r, already, err := f.startRound(name, m.Force, reason)
+	if err != nil {
+		return nil, err
+	}
+	rep := requestReply{Dataset: name, Already: already}
+	if r != nil {
+		rep.Round = r.token
+	}
+	return rep, nil
+}
+
+// newestCompleted returns the newest completed dataset in this node's
+// cache, or "".
+func (f *flusher) newestCompleted() string {
+	dss := f.d.store.Datasets()
+	for i := len(dss) - 1; i >= 0; i-- {
+		if dss[i].State().Completed() {
+			return dss[i].Name()
+		}
+	}
+	return ""
+}
+
+// startRound starts flushing dataset name across the job, or returns the
+// round already doing so. Unless force is set, a dataset node 0 has
+// flushed before is not flushed again (already). Node 0 only.
+func (f *flusher) startRound(name string, force bool, why string) (r *flushRound, already bool, err error) {
+	if f.prefix == "" {
+		return nil, false, errNoPrefix
+	}
+	ds := f.d.store.Get(name)
+	if ds == nil {
+		return nil, false, fmt.Errorf("flush %s: not in the cache of node 0: %w", name, cache.ErrNotFound)
+	}
+	info := ds.Info()
+	if !info.State.Completed() {
+		return nil, false, fmt.Errorf("flush %s: the dataset is %s, not complete (scrfs complete %s completes it)",
+			name, info.State, name)
+	}
+	f.mu.Lock()
+	if r := f.rounds[name]; r != nil {
+		f.mu.Unlock()
+		return r, false, nil
+	}
+	if !force && info.Flush.State == cache.FlushDone {
+		f.mu.Unlock()
+		return nil, true, nil
+	}
+	r = &flushRound{dataset: name, token: token(), reason: why}
+	f.rounds[name] = r
+	f.mu.Unlock()
+	// Held for the round: the node's own part pins it too, but only once
+	// the worker gets to it.
+	unpin := ds.Pin()
+	// The durable intent: a node 0 that dies before the index says
+	// anything redoes the round when it comes back.
+	f.setFlush(name, cache.FlushStatus{State: cache.FlushScheduled})
+	go func() {
+		defer unpin()
+		f.runRound(r, info)
+	}()
+	return r, false, nil
+}
+
+// runRound flushes one dataset across the job and announces the outcome.
+func (f *flusher) runRound(r *flushRound, info cache.Info) {
+	ctx := f.d.ctx
+	start := time.Now()
+	log := f.log.With("dataset", r.dataset, "round", r.token)
+	log.Info("flush started", "reason", r.reason, "nodes", f.d.size, "prefix", f.prefix)
+	entry := flush.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.d.size, Kind: string(info.Kind), Root: info.Root}
+	f.mu.Lock()
+	if e, ok := f.fetched[r.dataset]; ok {
+		// Flushed again after a fetch: keep its place among the others.
+		entry.ID = e.ID
+	}
+	f.mu.Unlock()
+
+	var reasons []string
+	var m *flush.Manifest
+	if err := flush.BeginFlush(ctx, f.prefix, entry, f.log); err != nil {
+		reasons = append(reasons, "node 0: "+err.Error())
+	} else {
+		parts, answered := f.collectParts(ctx, r, info.Created)
+		for _, err := range parts {
+			if err != nil {
+				reasons = append(reasons, err.Error())
+			}
+		}
+		if len(reasons) == 0 {
+			var err error
+			if m, err = flush.CompleteFlush(ctx, f.prefix, r.dataset, f.d.size, f.log); err != nil {
+				reasons = append(reasons, "node 0: "+err.Error())
+			}
+		}
+		if len(reasons) > 0 && ctx.Err() == nil {
+			f.cleanup(r.dataset, answered, log)
+		}
+	}
+	if ctx.Err() != nil {
+		// Shutting down: the intent stays recorded and the round is redone
+		// after the restart.
+		f.endRound(r)
+		return
+	}
+	msg := doneMsg{Dataset: r.dataset, Round: r.token, OK: len(reasons) == 0, Error: strings.Join(reasons, "; "),
+		Seconds: time.Since(start).Seconds()}
+	if m != nil {
+		msg.Flushed, msg.Files, msg.Bytes = time.Now().UTC(), m.Files, m.Bytes
+	}
+	f.met.round("flush", msg.OK)
+	bctx, cancel := context.WithTimeout(ctx, f.d.broadcastTimeout())
+	for n, err := range f.d.rpc.callAll(bctx, f.d.rpc.all(), "flush-done", msg) {
+		log.Warn("could not tell a node how the flush ended", "to", n, "err", err)
+	}
+	cancel()
+	f.endRound(r)
+}
+
+func (f *flusher) endRound(r *flushRound) {
+	f.mu.Lock()
+	if f.rounds[r.dataset] == r {
+		delete(f.rounds, r.dataset)
+	}
+	f.mu.Unlock()
+}
+
+// collectParts asks every node for its part, concurrently, and returns each
+// node's error (nil: its part is durable). answered is false when some
+// node could not be reached: it may still be writing into the prefix.
+func (f *flusher) collectParts(ctx context.Context, r *flushRound, created time.Time) (errs []error, answered bool) {
+	errs = make([]error, f.d.size)
+	reached := make([]bool, f.d.size)
+	msg := flushMsg{Dataset: r.dataset, Round: r.token, Created: created}
+	var wg sync.WaitGroup
+	for n := range f.d.size {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[n], reached[n] = f.callPart(ctx, n, msg)
+		}()
+	}
+	wg.Wait()
+	answered = true
+	for _, ok := range reached {
+		answered = answered && ok
+	}
+	return errs, answered
+}
+
+// callPart asks node n for its part. The answer comes when the part is
+// durable, which may take long; if the link breaks meanwhile (the node
+// restarted, say), node n gets cluster.connect_timeout to come back, and is
+// then asked again under the same round: a node still working on it
+// attaches to its running copy, a restarted one starts over.
+func (f *flusher) callPart(ctx context.Context, n int, msg flushMsg) (err error, reached bool) {
+	for {
+		if n != f.d.node {
+			if err := f.waitLink(ctx, n); err != nil {
+				return err, false
+			}
+		}
+		var res partReply
+		err := f.d.rpc.call(ctx, n, "flush", msg, &res)
+		var re *peer.RemoteError
+		switch {
+		case err == nil:
+			return nil, true
+		case errors.As(err, &re):
+			return fmt.Errorf("node %d: %s", n, re.Msg), true
+		case n == f.d.node:
+			return fmt.Errorf("node %d: %w", n, err), true
+		case ctx.Err() != nil:
+			return err, false
+		}
+		f.log.Warn("lost the link to a node during its flush; waiting for it to come back",
+			"dataset", msg.Dataset, "peer", n, "err", err)
+	}
+}
+
+// waitLink waits for the link to node n, at most cluster.connect_timeout.
+func (f *flusher) waitLink(ctx context.Context, n int) error {
+	if f.d.rpc.node == nil {
+		return fmt.Errorf("node %d: no peer links", n)
+	}
+	timeout := f.d.broadcastTimeout()
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := f.d.rpc.node.WaitUp(wctx, []int{n}); err != nil {
+		return fmt.Errorf("node %d unreachable for %v (cluster.connect_timeout): %v", n, timeout, err)
+	}
+	return nil
+}
+
+// cleanup removes what a failed round left in the prefix, so a flush that
+// ran out of space gives the space back and `scrfs list` shows no
+// half-flushed dataset. If a node was unreachable it may still be writing
+// there; then the dataset stays "flushing" in the index, which no fetch
+// uses, until the next flush of it.
+func (f *flusher) cleanup(name string, answered bool, log *slog.Logger) {
+	if !answered {
+		log.Warn("flush failed with a node unreachable; its partial files stay in the prefix until the dataset is flushed again",
+			"dir", layout.PrefixDatasetDir(f.prefix, name))
+		return
+	}
+	ctx, cancel := context.WithTimeout(f.d.ctx, time.Minute)
+	defer cancel()
+	if err := flush.RemoveDataset(ctx, f.prefix, name, f.log); err != nil {
+		log.Warn("could not remove the failed flush from the prefix", "err", err)
+		return
+	}
+	log.Info("removed the failed flush from the prefix", "dir", layout.PrefixDatasetDir(f.prefix, name))
+}
+
+// handleResume runs on node 0: a node restarted with a flush of name
+// scheduled and asks what became of it.
+func (f *flusher) handleResume(ctx context.Context, from int, req json.RawMessage) (any, error) {
+	m, err := decode[resumeMsg](req)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	active := f.rounds[m.Dataset] != nil
+	out, known := f.outcomes[m.Dataset]
+	f.mu.Unlock()
+	switch {
+	case active:
+		// The round asks that node again once its link is back.
+		return resumeReply{}, nil
+	case known && (out.State == control.FlushDone || out.State == control.FlushFailed):
+		return resumeReply{Over: true, OK: out.State == control.FlushDone, Error: out.Error}, nil
+	}
+	if ds := f.d.store.Get(m.Dataset); ds != nil {
+		// Node 0 restarted too, forgetting outcomes; its cache remembers.
+		switch st := ds.Info().Flush; st.State {
+		case cache.FlushDone:
+			return resumeReply{Over: true, OK: true}, nil
+		case cache.FlushFailed:
+			return resumeReply{Over: true, Error: st.Error}, nil
+		}
+	}
+	if _, _, err := f.startRound(m.Dataset, true, "resumed for node "+itoa(m.From)); err != nil {
+		return resumeReply{Over: true, Error: "abandoned: " + err.Error()}, nil
+	}
+	return resumeReply{}, nil
+}
+
+// setFlush records a dataset's flush status in the cache; a dataset that
+// left the cache meanwhile has no status to keep.
+func (f *flusher) setFlush(name string, st cache.FlushStatus) {
+	if err := f.d.store.SetFlush(name, st); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		f.log.Warn("record flush status", "dataset", name, "state", st.State, "err", err)
+	}
+}

@@ -1,0 +1,63 @@
+package flush
+
+import (
+	"context"
+	"testing"
+)
+
+// The index records where a dataset sat in the mount, so a fetch can put it
+// back there; a malformed route must be refused like any other bad field.
+func TestIndexEntryRoute(t *testing.T) {
+	cases := []struct {
+		kind, root string
+		ok         bool
+	}{
+		{"", "", true},
+		{KindDir, "ckpt.1", true},
+		{KindDir, "runs/a/ckpt.1", true},
+		{KindFlat, "", true},
+		{KindFlat, "ckpts", true},
+		{"", "ckpt.1", false},            // root without kind
+		{"file", "ckpt.1", false},        // unknown kind
+		{KindDir, "", false},             // a directory dataset has a root
+		{KindDir, "other", false},        // whose last component is its name
+		{KindDir, "/abs/ckpt.1", false},  // relative
+		{KindFlat, "../up", false},       // inside the mount
+		{KindFlat, "a//b", false},        // clean
+		{KindFlat, "a/./b", false},       // clean
+		{KindDir, "x/../ckpt.1", false},  // clean
+		{KindFlat, "..", false},          // inside the mount
+		{KindFlat, "ok/../../x", false},  // clean
+		{KindDir, "a/ckpt.1/", false},    // clean
+		{KindFlat, "ckpts/sub", true},    // nested shared directory
+		{KindDir, "ckpt.1/ckpt.1", true}, // the name may repeat above
+	}
+	for _, c := range cases {
+		ix := emptyIndex()
+		err := ix.Put(IndexEntry{Name: "ckpt.1", ID: 1, State: StateFlushing, Kind: c.kind, Root: c.root})
+		if (err == nil) != c.ok {
+			t.Errorf("kind %q root %q: err %v, want ok=%v", c.kind, c.root, err, c.ok)
+		}
+	}
+}
+
+func TestBeginFlushKeepsRoute(t *testing.T) {
+	prefix := fastDir(t)
+	ctx := context.Background()
+	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 7, Nodes: 2, Kind: KindFlat, Root: "ckpts",
+		Files: 99, FailedFetches: []FetchFailure{{Node: 1}}}, nil))
+	ix, err := ReadIndex(prefix)
+	must(t, err)
+	e, ok := ix.Lookup("ckpt.1")
+	if !ok || e.Kind != KindFlat || e.Root != "ckpts" || e.ID != 7 || e.Files != 0 || e.FailedFetches != nil {
+		t.Fatalf("entry after BeginFlush: %+v", e)
+	}
+	// A route that does not validate leaves the index as it was.
+	err = BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.2", ID: 8, Nodes: 2, Kind: KindDir, Root: "elsewhere"}, nil)
+	if err == nil {
+		t.Fatal("BeginFlush accepted a directory dataset rooted at another name")
+	}
+	if ix, _ := ReadIndex(prefix); len(ix.Datasets) != 1 {
+		t.Fatalf("index changed by a refused BeginFlush: %+v", ix.Datasets)
+	}
+}
