@@ -33,9 +33,8 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 	if err := d.OpenWrite(); err != nil {
 		return nil, nil, 0, f.toErrno(err)
 	}
-	dir := d.Dir()
-	p := filepath.Join(dir, rel)
-	fd, err := openBeneath(dir, rel, int(flags&^syscall.O_APPEND)|syscall.O_CREAT, mode)
+	p := filepath.Join(d.Dir(), rel)
+	fd, err := f.openBeneath(d, rel, int(flags&^syscall.O_APPEND)|syscall.O_CREAT, mode)
 	if err != nil {
 		d.CloseWrite("", 0, false)
 		return nil, nil, 0, f.toErrno(err)

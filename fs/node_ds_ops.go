@@ -126,7 +126,7 @@ func (n *dsNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fu
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
-	fd, err := openBeneath(n.ds.Dir(), rel, int(flags&^(syscall.O_APPEND|fuse.FMODE_EXEC)), 0)
+	fd, err := n.fsys.openBeneath(n.ds, rel, int(flags&^(syscall.O_APPEND|fuse.FMODE_EXEC)), 0)
 	if err != nil {
 		if write {
 			n.ds.CloseWrite("", 0, false)

@@ -180,6 +180,7 @@ func (n *nsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	if err := n.fsys.store.Remove(d); err != nil {
 		return n.fsys.toErrno(err)
 	}
+	n.fsys.dropAnchors(d.Name())
 	n.touch()
 	return 0
 }

@@ -194,6 +194,7 @@ func (n *nsNode) renameDataset(ctx context.Context, d *cache.Dataset, np *nsNode
 		if err := n.fsys.store.Remove(old); err != nil {
 			return n.fsys.toErrno(err)
 		}
+		n.fsys.dropAnchors(old.Name())
 	}
 	if err := n.fsys.store.Rename(d, r); err != nil {
 		return n.fsys.toErrno(err)

@@ -1,7 +1,10 @@
 package fs
 
 import (
+	"sync"
 	"syscall"
+
+	"github.com/scrfs/scrfs/cache"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,17 +16,56 @@ import (
 const openFlags = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | unix.O_TRUNC |
 	unix.O_APPEND | unix.O_NONBLOCK | unix.O_DSYNC | unix.O_SYNC | unix.O_NOATIME | unix.O_LARGEFILE
 
-// openBeneath opens rel inside dir without following any symlink out of dir
-// or at the final component. A node's path is computed from the tree, so
-// between lookup and open the entry may have been swapped for a symlink (to
-// /etc/shadow, say); resolving beneath the dataset directory with openat2
-// makes such an open fail (ELOOP/EXDEV) instead of escaping the cache.
-func openBeneath(dir, rel string, flags int, mode uint32) (int, error) {
-	dirfd, err := syscall.Open(dir, unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+// dirFDs holds an O_PATH descriptor of each dataset's cache directory, the
+// anchor of every open inside it: opening the anchor for each file would
+// cost two more system calls per create. A descriptor follows its directory
+// through renames; it is closed when the dataset leaves the cache (Forget).
+type dirFDs struct {
+	mu  sync.Mutex
+	fds map[*cache.Dataset]int
+}
+
+// anchor returns dataset d's directory descriptor, opening it on first use.
+func (f *FS) anchor(d *cache.Dataset) (int, error) {
+	f.dirs.mu.Lock()
+	defer f.dirs.mu.Unlock()
+	if fd, ok := f.dirs.fds[d]; ok {
+		return fd, nil
+	}
+	fd, err := syscall.Open(d.Dir(), unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
-	defer syscall.Close(dirfd)
+	if f.dirs.fds == nil {
+		f.dirs.fds = map[*cache.Dataset]int{}
+	}
+	f.dirs.fds[d] = fd
+	return fd, nil
+}
+
+// dropAnchors closes the descriptors of datasets called name.
+func (f *FS) dropAnchors(name string) {
+	f.dirs.mu.Lock()
+	defer f.dirs.mu.Unlock()
+	for d, fd := range f.dirs.fds {
+		if d.Name() == name {
+			syscall.Close(fd)
+			delete(f.dirs.fds, d)
+		}
+	}
+}
+
+// openBeneath opens rel inside dataset d's directory without following any
+// symlink out of it or at the final component. A node's path is computed
+// from the tree, so between lookup and open the entry may have been swapped
+// for a symlink (to /etc/shadow, say); resolving beneath the dataset
+// directory with openat2 makes such an open fail (ELOOP/EXDEV) instead of
+// escaping the cache.
+func (f *FS) openBeneath(d *cache.Dataset, rel string, flags int, mode uint32) (int, error) {
+	dirfd, err := f.anchor(d)
+	if err != nil {
+		return -1, err
+	}
 	if rel == "" {
 		rel = "."
 	}

@@ -72,55 +72,77 @@ func main() {
 	for i := range buf {
 		buf[i] = byte(i*7 + 3)
 	}
-	results := map[string]map[string]float64{}
-	for _, tg := range targets {
-		results[tg.name] = measure(tg, work, size, buf)
-	}
+	results := measureAll(targets, work, size, buf)
 	report(targets, results, size)
 }
 
-// measure runs the warm-up and the measured rounds on one target and
-// returns the median of each workload.
-func measure(tg target, work string, size int64, buf []byte) map[string]float64 {
-	dir, stop, err := tg.setup(filepath.Join(work, tg.name+"-work"))
-	if err != nil {
-		log.Fatalf("%s: %v", tg.name, err)
-	}
-	defer stop()
-	samples := map[string][]float64{}
-	for r := 0; r <= *rounds; r++ {
-		ds := filepath.Join(dir, fmt.Sprintf("round%d", r))
-		if err := os.Mkdir(ds, 0o755); err != nil {
+// measureAll mounts every target, then runs the rounds round-robin over the
+// targets (round 0 is an untimed warm-up), so slow drifts of this shared
+// machine hit every target alike; it returns each workload's median per
+// target.
+func measureAll(targets []target, work string, size int64, buf []byte) map[string]map[string]float64 {
+	dirs := make([]string, len(targets))
+	for i, tg := range targets {
+		dir, stop, err := tg.setup(filepath.Join(work, tg.name+"-work"))
+		if err != nil {
 			log.Fatalf("%s: %v", tg.name, err)
 		}
-		write := timeIt(func() {
-			parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
-		})
-		dropCaches()
-		read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
-		small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
-		if err := os.RemoveAll(ds); err != nil {
-			log.Fatalf("%s: clean up: %v", tg.name, err)
-		}
-		if r == 0 {
-			continue // warm-up: first touch of memory, caches, goroutines
-		}
-		total := float64(size) * float64(*writers)
-		samples["write"] = append(samples["write"], total/write.Seconds())
-		samples["read"] = append(samples["read"], total/read.Seconds())
-		samples["small"] = append(samples["small"], float64(*files)/small.Seconds())
+		defer stop()
+		dirs[i] = dir
 	}
-	out := map[string]float64{}
-	for k, v := range samples {
-		out[k] = median(v)
+	samples := map[string]map[string][]float64{}
+	for r := 0; r <= *rounds; r++ {
+		for i, tg := range targets {
+			s := measureRound(tg.name, dirs[i], r, size, buf)
+			if r == 0 {
+				continue // warm-up: first touch of memory, caches, goroutines
+			}
+			if samples[tg.name] == nil {
+				samples[tg.name] = map[string][]float64{}
+			}
+			for k, v := range s {
+				samples[tg.name][k] = append(samples[tg.name][k], v)
+			}
+		}
 	}
-	fmt.Fprintf(os.Stderr, "%-16s write %6.2f GiB/s  read %6.2f GiB/s  small %8.0f files/s\n",
-		tg.name, out["write"]/(1<<30), out["read"]/(1<<30), out["small"])
+	out := map[string]map[string]float64{}
+	for _, tg := range targets {
+		out[tg.name] = map[string]float64{}
+		for k, v := range samples[tg.name] {
+			out[tg.name][k] = median(v)
+		}
+		m := out[tg.name]
+		fmt.Fprintf(os.Stderr, "%-16s write %6.2f GiB/s  read %6.2f GiB/s  small %8.0f files/s\n",
+			tg.name, m["write"]/(1<<30), m["read"]/(1<<30), m["small"])
+	}
 	return out
 }
 
+// measureRound runs the three workloads once on one target.
+func measureRound(name, dir string, r int, size int64, buf []byte) map[string]float64 {
+	ds := filepath.Join(dir, fmt.Sprintf("round%d", r))
+	if err := os.Mkdir(ds, 0o755); err != nil {
+		log.Fatalf("%s: %v", name, err)
+	}
+	write := timeIt(func() {
+		parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
+	})
+	dropCaches()
+	read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
+	small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
+	if err := os.RemoveAll(ds); err != nil {
+		log.Fatalf("%s: clean up: %v", name, err)
+	}
+	total := float64(size) * float64(*writers)
+	return map[string]float64{
+		"write": total / write.Seconds(),
+		"read":  total / read.Seconds(),
+		"small": float64(*files) / small.Seconds(),
+	}
+}
+
 func report(targets []target, res map[string]map[string]float64, size int64) {
-	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files; median of %d rounds after a warm-up; device: %s\n\n",
+	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files; median of %d rounds (targets taken in turn within each round) after a warm-up; device: %s\n\n",
 		*writers, *sizeArg, *files, *rounds, *baseDir)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
