@@ -59,6 +59,10 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 		if _, err := exec.LookPath("fusermount3"); err != nil {
 			return nil, fmt.Errorf("mount %s: fusermount3 not found: a non-root user needs it to mount FUSE file systems (Debian/Ubuntu: apt-get install fuse3)", dir)
 		}
+		// fusermount3 opens /dev/fuse as the calling user.
+		if err := syscall.Access("/dev/fuse", 6 /* R_OK|W_OK */); err != nil {
+			return nil, fmt.Errorf("mount %s: cannot open /dev/fuse as this user (%v): it must be mode 0666, the default of the fuse3 package; ask the administrator", dir, err)
+		}
 	}
 	// Without allow_other only the mounting user reaches the mount, and the
 	// daemon runs as that user: the cache file system checks permissions on
