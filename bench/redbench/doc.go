@@ -1,0 +1,47 @@
+// Command redbench measures scrfs's redundancy schemes with real daemons:
+// how long after a checkpoint completes it is protected, against what the
+// network and the encoder allow on the same machine in the same run, how
+// much memory a daemon needs, and how long a set takes to rebuild a lost
+// node (issues 3 and 4 of the project).
+//
+//	go run ./bench/redbench [-size 1GiB] [-small 256MiB] [-nodes 4] [-rounds 3]
+//	                        [-schemes partner,xor,rs] [-replicas 1] [-parity 2]
+//	                        [-dir /dev/shm] [-bin PATH] [-rebuild=true] [-v]
+//
+// It builds cmd/scrfs, starts -nodes daemons on 127.0.0.1, 127.0.0.2, … as
+// separate processes (one redundancy set, caches and control directories
+// under -dir), and for each scheme and each checkpoint size:
+//
+//  1. measures the network bound (a): the bytes the scheme moves between
+//     every pair of nodes (worked out from the algorithms in
+//     docs/formats-redundancy.md), pushed over loopback TCP by one plain
+//     process per node (this program, re-executed in a hidden "netnode"
+//     mode) with a sender and a receiver goroutine per direction of each
+//     pair, all at once, 1 MiB writes; the same in this one process, for
+//     reference; and (c), (a) while every node also reads its checkpoint from
+//     a file and writes its redundancy share to a new one in -dir: all the
+//     bytes the scheme must move, by plain goroutines;
+//  2. writes one file of SIZE per node through the daemons' mounts with 1 MiB
+//     writes from a reused buffer, completes the dataset with a marker on
+//     node 0, and takes the time to protected from the daemons' own JSON log
+//     lines: the latest "dataset protected" minus the earliest "dataset
+//     complete" across the nodes (an untimed warm-up round first, then the
+//     median of -rounds), with the daemons' own encode time, their CPU time
+//     (/proc/PID/stat) and the bytes they report sending;
+//  3. reads each daemon's peak RSS (VmHWM in /proc/PID/status) after the last
+//     protect, for the small and the full size, to show it does not grow with
+//     the checkpoint;
+//  4. at the full size, SIGKILLs one node (for RS also k at once), wipes its cache and
+//     control directories, starts a replacement with the same node index and
+//     times the rebuild from the replacement's "rebuilding dataset" line to
+//     its "dataset rebuilt" line; then checks the sha256 of the rebuilt file
+//     read through the replacement's mount against the sum computed while
+//     writing.
+//
+// Before the daemons it measures (b), the in-process encode rate on one core:
+// klauspost/reedsolomon EncodeIdx (what the RS daemons run) and
+// crypto/subtle.XORBytes (what the XOR daemons run) over the same number of
+// bytes. At the end it prints one table per question and the ratios the
+// project's targets are stated in. The run fails (exit 1) when a dataset is
+// degraded, a rebuild does not finish or a rebuilt file's sum differs.
+package main

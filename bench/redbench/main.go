@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command-line settings.
+type options struct {
+	size, small      int64
+	nodes, rounds    int
+	replicas, parity int
+	schemes          string
+	dir, bin         string
+	rebuild, verbose bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("redbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizeArg := fs.String("size", "1GiB", "checkpoint bytes per node (one file each)")
+	smallArg := fs.String("small", "", "a smaller size run too, to show peak RSS does not grow with the checkpoint (default size/4; 0 skips it)")
+	fs.IntVar(&o.nodes, "nodes", 4, "daemons, one redundancy set, on 127.0.0.1..N")
+	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds after one untimed warm-up (and rebuilds per loss count)")
+	fs.StringVar(&o.schemes, "schemes", "partner,xor,rs", "comma-separated schemes to measure")
+	fs.IntVar(&o.replicas, "replicas", 1, "PARTNER copies r")
+	fs.IntVar(&o.parity, "parity", 2, "RS checksums k")
+	fs.StringVar(&o.dir, "dir", "/dev/shm", "scratch directory for caches, control dirs and mountpoints (RAM disk)")
+	fs.StringVar(&o.bin, "bin", "", "scrfs binary to run (default: go build ./cmd/scrfs)")
+	fs.BoolVar(&o.rebuild, "rebuild", true, "measure rebuilds after node losses")
+	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.size, err = parseSize(*sizeArg); err != nil || o.size < 1 {
+		return o, fmt.Errorf("-size %q: want a positive size such as 1GiB", *sizeArg)
+	}
+	o.small = o.size / 4
+	if *smallArg != "" {
+		if o.small, err = parseSize(*smallArg); err != nil || o.small < 0 || o.small >= o.size {
+			return o, fmt.Errorf("-small %q: want 0 or a size below -size", *smallArg)
+		}
+	}
+	if o.nodes < 2 || o.nodes > 200 {
+		return o, fmt.Errorf("-nodes %d: want 2 to 200", o.nodes)
+	}
+	if o.rounds < 1 {
+		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
+	}
+	return o, nil
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == netNodeArg {
+		os.Exit(netNodeMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
+	o, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "redbench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "redbench:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// run measures every scheme and prints the report to stdout; progress goes
+// to stderr. It returns an error when any measurement failed.
+func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	schemes, err := parseSchemes(o.schemes, o.nodes, o.replicas, o.parity)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(o.dir, "redbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable for the node processes: %w", err)
+	}
+	b := &bench{o: o, work: work, pay: newPayload(o.nodes), net: &netBench{}, procs: procBench{self: self}, status: stderr}
+	if o.verbose {
+		b.echo = stderr
+	}
+	if b.bin = o.bin; b.bin == "" {
+		if b.bin, err = build(work); err != nil {
+			return err
+		}
+	}
+	if b.port, err = freePort(o.nodes); err != nil {
+		return err
+	}
+	sizes := []int64{o.size}
+	if o.small > 0 {
+		sizes = []int64{o.small, o.size}
+	}
+
+	b.progress("(b) in-process encode of %d × %s, one core", o.nodes, fmtBytes(o.size))
+	enc, err := measureEncode(o.nodes, o.parity, int64(o.nodes)*o.size, o.rounds)
+	if err != nil {
+		return err
+	}
+	one := make(traffic, 2)
+	one[0], one[1] = []int64{0, o.size}, []int64{0, 0}
+	stream, err := measureBound(ctx, b.procs, one, nil, o.rounds)
+	if err != nil {
+		return err
+	}
+
+	results := map[string][]*sizeResult{}
+	var failed []string
+	for _, sch := range schemes {
+		for _, size := range sizes {
+			res := b.runSize(ctx, sch, size, o.rebuild && size == o.size)
+			results[sch.String()] = append(results[sch.String()], res)
+			if res.err != nil {
+				failed = append(failed, fmt.Sprintf("%s at %s: %v", sch, fmtBytes(size), res.err))
+			}
+			for _, rr := range res.rebuilds {
+				if rr.err != nil {
+					failed = append(failed, fmt.Sprintf("%s rebuild of %d: %v", sch, rr.lost, rr.err))
+				}
+			}
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+		}
+	}
+	report(stdout, o, schemes, sizes, enc, median(walls(stream)), results)
+	if len(failed) > 0 {
+		return fmt.Errorf("%d measurement(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+// build compiles cmd/scrfs into work. The package path (not ./cmd/scrfs)
+// works from any directory inside the module; outside it, use -bin.
+func build(work string) (string, error) {
+	bin := filepath.Join(work, "scrfs")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/scrfs/scrfs/cmd/scrfs").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build scrfs (run inside the module, or give -bin): %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// parseSize parses "1GiB", "256MiB", "64KiB" or a plain number of bytes.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(v), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", s, err)
+	}
+	if n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("size %q out of range", s)
+	}
+	return n * mult, nil
+}
+
+// median returns the middle of the samples (the upper middle of an even
+// count); 0 for none.
+func median[T int64 | float64 | time.Duration](v []T) T {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ioSize is the unit of every write and read the benchmark makes: through
+// the mounts, over loopback TCP and through the encoders.
+const ioSize = 1 << 20
+
+// netBench pushes a traffic matrix over loopback TCP between plain sockets
+// of this one process, with nothing else to do (and, with a localIO, the
+// node-local cache reads and writes too). It is the "one proc" reference
+// next to procBench's bound with one process per node, whose node
+// processes use it for their buffers.
+type netBench struct {
+	bufs [][]byte // ioSize each, touched once and reused across runs
+}
+
+// sample is one timed run: wall time, and what the process used meanwhile.
+type sample struct {
+	wall time.Duration
+	used usage
+}
+
+// buffers returns n buffers, allocating and touching (so the first timed
+// run does not pay for page faults) only those it lacks.
+func (nb *netBench) buffers(n int) [][]byte {
+	for len(nb.bufs) < n {
+		b := make([]byte, ioSize)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		nb.bufs = append(nb.bufs, b)
+	}
+	return nb.bufs[:n]
+}
+
+// conduit is one end of a pair's connection and what crosses it.
+type conduit struct {
+	conn       *net.TCPConn
+	send, recv int64
+}
+
+// run pushes t over loopback TCP once and returns how long it took. Every
+// pair of nodes that exchanges bytes gets one connection between their own
+// addresses (as the daemons' streams do), and each end has a sender and a
+// receiver goroutine, all started together; the time runs from the start
+// until the last byte is received. Connecting is not timed. With lio, every
+// node also reads its checkpoint file and writes its redundancy file, at the
+// same time as the transfers.
+func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, error) {
+	var ends []conduit
+	defer func() {
+		for _, e := range ends {
+			e.conn.Close()
+		}
+	}()
+	for a := range t {
+		for b := a + 1; b < len(t); b++ {
+			if t[a][b] == 0 && t[b][a] == 0 {
+				continue
+			}
+			ca, cb, err := connectPair(ctx, loopbackIP(a), loopbackIP(b))
+			if err != nil {
+				return sample{}, err
+			}
+			ends = append(ends, conduit{ca, t[a][b], t[b][a]}, conduit{cb, t[b][a], t[a][b]})
+		}
+	}
+	// A stuck transfer fails the run instead of hanging it.
+	deadline := time.Now().Add(5 * time.Minute)
+	for _, e := range ends {
+		e.conn.SetDeadline(deadline)
+	}
+	var jobs []func(buf []byte) error
+	for _, e := range ends {
+		jobs = append(jobs,
+			func(buf []byte) error { return sendN(e.conn, e.send, buf) },
+			func(buf []byte) error { return recvN(e.conn, e.recv, buf) })
+	}
+	if lio != nil {
+		jobs = append(jobs, lio.jobs()...)
+		defer lio.clean()
+	}
+	bufs := nb.buffers(len(jobs))
+	start := make(chan struct{})
+	errs := make([]error, len(jobs))
+	var wg sync.WaitGroup
+	for i, job := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			errs[i] = job(bufs[i])
+		}()
+	}
+	u0 := processUsage()
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	s := sample{wall: time.Since(t0), used: processUsage().sub(u0)}
+	if err := errors.Join(errs...); err != nil {
+		return sample{}, fmt.Errorf("loopback transfer: %w", err)
+	}
+	return s, nil
+}
+
+// processUsage returns what this process used so far.
+func processUsage() usage {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return usage{}
+	}
+	return usage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), faults: ru.Minflt + ru.Majflt}
+}
+
+// connectPair returns the two ends of a TCP connection from host a to host b.
+func connectPair(ctx context.Context, a, b string) (*net.TCPConn, *net.TCPConn, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(b, "0"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ln.Close()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(a)}, Timeout: 10 * time.Second}
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := ln.Accept()
+		ch <- accepted{c, err}
+	}()
+	ca, err := d.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		if acc := <-ch; acc.c != nil {
+			acc.c.Close()
+		}
+		return nil, nil, fmt.Errorf("dial %s from %s: %w", b, a, err)
+	}
+	acc := <-ch
+	if acc.err != nil {
+		ca.Close()
+		return nil, nil, fmt.Errorf("accept on %s: %w", b, acc.err)
+	}
+	return ca.(*net.TCPConn), acc.c.(*net.TCPConn), nil
+}
+
+// sendN writes n bytes of buf, ioSize at a time.
+func sendN(c *net.TCPConn, n int64, buf []byte) error {
+	for n > 0 {
+		w, err := c.Write(buf[:min(n, int64(len(buf)))])
+		if err != nil {
+			return err
+		}
+		n -= int64(w)
+	}
+	return nil
+}
+
+// recvN reads exactly n bytes into buf, ioSize at a time at most.
+func recvN(c *net.TCPConn, n int64, buf []byte) error {
+	for n > 0 {
+		r, err := c.Read(buf[:min(n, int64(len(buf)))])
+		if err != nil {
+			return fmt.Errorf("%d bytes short: %w", n, err)
+		}
+		n -= int64(r)
+	}
+	return nil
+}
+
+// walls returns the wall times of samples.
+func walls(v []sample) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, s := range v {
+		out[i] = s.wall
+	}
+	return out
+}
+
+// cpus returns the CPU times of samples.
+func cpus(v []sample) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, s := range v {
+		out[i] = s.used.cpu
+	}
+	return out
+}
+
+// faults returns the page faults of samples.
+func faults(v []sample) []int64 {
+	out := make([]int64, len(v))
+	for i, s := range v {
+		out[i] = s.used.faults
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// runner runs a traffic matrix (with a node's cache I/O when lio is not
+// nil) once and times it.
+type runner interface {
+	run(ctx context.Context, t traffic, lio *localIO) (sample, error)
+}
+
+// procBench runs the bound with one process per node (netnode.go); self is
+// this program's executable.
+type procBench struct {
+	self string
+}
+
+// nodeProc is the driver's handle on one node process.
+type nodeProc struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	stderr bytes.Buffer
+}
+
+// expect reads the node's next line, which must start with word.
+func (np *nodeProc) expect(q int, word string) (string, error) {
+	if !np.out.Scan() {
+		return "", fmt.Errorf("node process %d ended before %q: %s", q, word, strings.TrimSpace(np.stderr.String()))
+	}
+	line := np.out.Text()
+	if rest, ok := strings.CutPrefix(line, "error "); ok {
+		return "", fmt.Errorf("node process %d: %s", q, rest)
+	}
+	rest, ok := strings.CutPrefix(line, word)
+	if !ok {
+		return "", fmt.Errorf("node process %d: %q, want %q", q, line, word)
+	}
+	return strings.TrimSpace(rest), nil
+}
+
+// run starts a node process per node, lets them connect, then tells them
+// all to go at once; the time runs until the last one says it is done. The
+// CPU time and page faults are the sums of what the nodes report for their
+// timed part.
+func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	p := len(t)
+	procs := make([]*nodeProc, 0, p)
+	defer func() {
+		if err != nil {
+			cancel() // kills the node processes still waiting for a peer
+		}
+		for _, np := range procs {
+			np.in.Close()
+			np.cmd.Wait()
+		}
+	}()
+	for q := range p {
+		spec := nodeSpec{index: q, host: loopbackIP(q), send: t[q]}
+		for src := range p {
+			spec.recv = append(spec.recv, t[src][q])
+		}
+		if lio != nil {
+			spec.readPath, spec.readN = lio.src[q], lio.read
+			spec.writePath, spec.writeN = lio.dst[q], lio.wrote
+		}
+		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.self, spec.args()...)}
+		np.cmd.Stderr = &np.stderr
+		in, err := np.cmd.StdinPipe()
+		if err != nil {
+			return sample{}, err
+		}
+		out, err := np.cmd.StdoutPipe()
+		if err != nil {
+			return sample{}, err
+		}
+		if err := np.cmd.Start(); err != nil {
+			return sample{}, fmt.Errorf("start node process %d: %w", q, err)
+		}
+		np.in, np.out = in, bufio.NewScanner(out)
+		procs = append(procs, np)
+	}
+	var addrs []string
+	for q, np := range procs {
+		port, err := np.expect(q, "listening")
+		if err != nil {
+			return sample{}, err
+		}
+		addrs = append(addrs, net.JoinHostPort(loopbackIP(q), port))
+	}
+	for _, np := range procs {
+		fmt.Fprintf(np.in, "peers %s\n", strings.Join(addrs, ","))
+	}
+	for q, np := range procs {
+		if _, err := np.expect(q, "ready"); err != nil {
+			return sample{}, err
+		}
+	}
+	t0 := time.Now()
+	for _, np := range procs {
+		io.WriteString(np.in, "go\n")
+	}
+	var s sample
+	var errs []error
+	for q, np := range procs {
+		rest, err := np.expect(q, "done")
+		if err == nil {
+			var cpu, faults int64
+			if _, err = fmt.Sscan(rest, &cpu, &faults); err == nil {
+				s.used.cpu += time.Duration(cpu)
+				s.used.faults += faults
+			}
+		}
+		errs = append(errs, err)
+	}
+	s.wall = time.Since(t0)
+	if lio != nil {
+		lio.clean()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return sample{}, err
+	}
+	return s, nil
+}
+
+// measureBound runs t (with lio, if not nil) once untimed, then rounds
+// times, and returns the measured samples.
+func measureBound(ctx context.Context, r runner, t traffic, lio *localIO, rounds int) ([]sample, error) {
+	var out []sample
+	for i := 0; i <= rounds; i++ {
+		s, err := r.run(ctx, t, lio)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,401 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as a node process (netnode.go), as
+// the redbench binary does for itself.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == netNodeArg {
+		os.Exit(netNodeMain(os.Args[2:], os.Stdin, os.Stdout))
+	}
+	os.Exit(m.Run())
+}
+
+// TestSchemeTraffic checks the traffic model against the rules of
+// docs/formats-redundancy.md: what each member sends in all, to whom, and
+// that every byte sent is received by a member that stores it.
+func TestSchemeTraffic(t *testing.T) {
+	for _, p := range []int{3, 4, 5, 8} {
+		for _, b := range []int64{1, 1000, 1<<20 + 3} {
+			for _, sch := range []scheme{{kind: "partner", replicas: 1}, {kind: "partner", replicas: p - 1}, {kind: "xor"}, {kind: "rs", parity: 1}, {kind: "rs", parity: 2}} {
+				tr := schemeTraffic(sch, p, b)
+				var want int64
+				switch sch.kind {
+				case "partner":
+					want = int64(sch.replicas) * b
+				case "xor":
+					want = int64(p-1) * ceilDiv(b, int64(p-1))
+				case "rs":
+					want = int64((p-sch.parity)*sch.parity) * ceilDiv(b, int64(p-sch.parity))
+				}
+				for q := range p {
+					if tr[q][q] != 0 {
+						t.Errorf("%s p=%d: member %d sends itself %d bytes", sch, p, q, tr[q][q])
+					}
+					if got := tr.sent(q); got != want {
+						t.Errorf("%s p=%d B=%d: member %d sends %d, want %d", sch, p, b, q, got, want)
+					}
+					var recv int64
+					for src := range p {
+						recv += tr[src][q]
+					}
+					// Every member stores as much as any other (r copies,
+					// one XOR chunk, k checksums), fed by the same amount.
+					if recv != want {
+						t.Errorf("%s p=%d B=%d: member %d receives %d, want %d", sch, p, b, q, recv, want)
+					}
+				}
+				if sch.kind == "xor" || (sch.kind == "partner" && sch.replicas == 1) {
+					for q := range p {
+						if tr[q][(q+1)%p] != want {
+							t.Errorf("%s p=%d: member %d does not send everything to its right neighbour: %v", sch, p, q, tr[q])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRSTrafficPattern follows the RS rule by hand for p=4, k=2: member 0
+// holds checksums 0 and 1 of rows 0 and 1, so it contributes data to rows
+// 2 and 3; row 2's checksums are held by members 2 and 1, row 3's by 3 and
+// 2. Member 0 thus sends one chunk to 1, two to 2 and one to 3.
+func TestRSTrafficPattern(t *testing.T) {
+	const b = 4 << 20
+	c := int64(b / 2)
+	tr := schemeTraffic(scheme{kind: "rs", parity: 2}, 4, b)
+	want := []int64{0, c, 2 * c, c}
+	for d, v := range want {
+		if tr[0][d] != v {
+			t.Fatalf("member 0 → %d: %d bytes, want %d (row %v)", d, tr[0][d], v, tr[0])
+		}
+	}
+}
+
+func TestParseSchemes(t *testing.T) {
+	got, err := parseSchemes("partner, xor,rs", 4, 1, 2)
+	if err != nil || len(got) != 3 || got[2].String() != "rs(k=2)" || got[0].String() != "partner(r=1)" {
+		t.Fatalf("parseSchemes: %v, %v", got, err)
+	}
+	for _, bad := range []struct {
+		list                string
+		nodes, repl, parity int
+	}{{"raid5", 4, 1, 2}, {"partner", 4, 4, 2}, {"rs", 4, 1, 4}, {"rs", 3, 1, 0}, {"", 4, 1, 2}} {
+		if _, err := parseSchemes(bad.list, bad.nodes, bad.repl, bad.parity); err == nil {
+			t.Errorf("parseSchemes(%q, nodes %d, r %d, k %d) accepted", bad.list, bad.nodes, bad.repl, bad.parity)
+		}
+	}
+	if l := (scheme{kind: "rs", parity: 2}).losses(); len(l) != 2 || l[1] != 2 {
+		t.Errorf("rs(k=2) losses %v, want [1 2]", l)
+	}
+}
+
+// TestParseEvent decodes what slog's JSON handler (log.format = "json")
+// really writes, and refuses what it does not.
+func TestParseEvent(t *testing.T) {
+	var buf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&buf, nil)).Info("dataset protected", "dataset", "ckpt.3", "sent", int64(3<<30), "restored_here", true)
+	before := time.Now()
+	ev, ok := parseEvent(buf.Bytes())
+	if !ok {
+		t.Fatalf("parseEvent(%q) failed", buf.String())
+	}
+	if !ev.is("dataset protected", "ckpt.3") || ev.is("dataset protected", "ckpt.30") || ev.Level != "INFO" {
+		t.Fatalf("event %+v", ev)
+	}
+	if ev.num("sent") != 3<<30 || !ev.flag("restored_here") || ev.str("sent") != "" {
+		t.Fatalf("attributes %+v", ev.Attrs)
+	}
+	if d := before.Sub(ev.Time); d < 0 || d > time.Minute {
+		t.Fatalf("time %v, now %v", ev.Time, before)
+	}
+	for _, bad := range []string{"", "plain text", `{"msg":"no time"}`, `{"time":"yesterday","msg":"x"}`, `{"time":`, `[1,2]`} {
+		if _, ok := parseEvent([]byte(bad)); ok {
+			t.Errorf("parseEvent(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseEvent(f *testing.F) {
+	f.Add([]byte(`{"time":"2026-01-02T03:04:05.123456789Z","level":"INFO","msg":"dataset complete","dataset":"ckpt.1","bytes":1073741824}`))
+	f.Add([]byte(`{"time":"2026-01-02T03:04:05Z","msg":7,"dataset":["x"],"lost":[1,2]}`))
+	f.Add([]byte(`fuse: warning`))
+	f.Add([]byte(`{"time":null}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		ev, ok := parseEvent(line)
+		if !ok {
+			return
+		}
+		if ev.Time.IsZero() && !bytes.Contains(line, []byte("0001-01-01")) {
+			t.Fatalf("accepted %q with a zero time", line)
+		}
+		// Accessors never panic whatever the attribute types.
+		ev.str("dataset")
+		ev.num("bytes")
+		ev.flag("restored_here")
+		ev.is("dataset complete", "ckpt.1")
+	})
+}
+
+// TestLogWatch: a wait sees lines that arrive later, stops at a failure
+// line, and ends when the log does.
+func TestLogWatch(t *testing.T) {
+	r, w := io.Pipe()
+	lw := newLogWatch("node 0", nil)
+	go lw.consume(r)
+	line := func(msg, ds string) {
+		var b bytes.Buffer
+		slog.New(slog.NewJSONHandler(&b, nil)).Info(msg, "dataset", ds)
+		w.Write(b.Bytes())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := lw.wait(ctx, isEvent("dataset protected", "ckpt.2"), outcomeOf("ckpt.2"))
+		got <- err
+	}()
+	line("dataset protected", "ckpt.1")
+	w.Write([]byte("not json\n"))
+	line("dataset protected", "ckpt.2")
+	if err := <-got; err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	line("dataset degraded: left without redundancy", "ckpt.3")
+	if _, err := lw.wait(ctx, isEvent("dataset protected", "ckpt.3"), outcomeOf("ckpt.3")); err == nil {
+		t.Fatal("wait did not stop at the degraded line")
+	}
+	w.Close()
+	if _, err := lw.wait(ctx, isEvent("dataset protected", "ckpt.4"), nil); !errors.Is(err, errExited) {
+		t.Fatalf("wait after EOF: %v, want errExited", err)
+	}
+	if n := len(lw.all(func(e event) bool { return true })); n != 3 {
+		t.Fatalf("%d events kept, want 3 (the plain line is not one)", n)
+	}
+	if tail := lw.tail(2); !bytes.Contains([]byte(tail), []byte("ckpt.3")) {
+		t.Fatalf("tail %q", tail)
+	}
+}
+
+// TestPayload: a file written is verified; one changed byte, a missing
+// byte or another node's file is not.
+func TestPayload(t *testing.T) {
+	dir := t.TempDir()
+	p := newPayload(2)
+	const size = 3*ioSize + 12345
+	for q := range 2 {
+		if err := p.write(filepath.Join(dir, fileName(q)), q, size); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.verify(filepath.Join(dir, fileName(q)), q, size); err != nil {
+			t.Fatalf("node %d: %v", q, err)
+		}
+	}
+	if err := p.verify(filepath.Join(dir, fileName(1)), 0, size); !errors.Is(err, errMismatch) {
+		t.Fatalf("node 1's file passed as node 0's: %v", err)
+	}
+	path := filepath.Join(dir, fileName(0))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xff ^ readByte(t, path, 2*ioSize+7)}, 2*ioSize+7)
+	f.Close()
+	if err := p.verify(path, 0, size); !errors.Is(err, errMismatch) {
+		t.Fatalf("flipped byte: %v", err)
+	}
+	// Rewriting restores it (the recorded sum is kept, not recomputed).
+	if err := p.write(path, 0, size); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(path, size-1)
+	if err := p.verify(path, 0, size); !errors.Is(err, errMismatch) {
+		t.Fatalf("truncated: %v", err)
+	}
+	if err := p.verify(path, 0, 99); err == nil {
+		t.Fatal("verified a size never written")
+	}
+}
+
+func readByte(t *testing.T, path string, off int64) byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return b[0]
+}
+
+// TestNetBench pushes a small RS pattern over loopback between three
+// addresses (recvN fails unless every byte arrives), then the same with the
+// cache reads and writes of bound (c).
+func TestNetBench(t *testing.T) {
+	if l, err := net.Listen("tcp", "127.0.0.3:0"); err != nil {
+		t.Skipf("127.0.0.3 not usable: %v", err)
+	} else {
+		l.Close()
+	}
+	var nb netBench
+	sch := scheme{kind: "rs", parity: 1}
+	const b = 5*ioSize + 17
+	tr := schemeTraffic(sch, 3, b)
+	s, err := nb.run(context.Background(), tr, nil)
+	if err != nil || s.wall <= 0 {
+		t.Fatalf("run: %+v, %v", s, err)
+	}
+	if len(nb.bufs) != 2*6 {
+		t.Fatalf("%d buffers for 3 pairs, want 12", len(nb.bufs))
+	}
+	lio, err := newLocalIO(filepath.Join(t.TempDir(), "lio"), 3, sch.reads(3, b), sch.stores(3, b), nb.buffers(1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lio.close()
+	samples, err := measureBound(context.Background(), &nb, tr, lio, 2)
+	if err != nil || len(samples) != 2 {
+		t.Fatalf("measureBound with local I/O: %v, %v", samples, err)
+	}
+	if len(nb.bufs) != 2*6+2*3 {
+		t.Fatalf("%d buffers, want 18 (a reader and a writer per node more)", len(nb.bufs))
+	}
+	if _, err := os.Stat(lio.dst[0]); !os.IsNotExist(err) {
+		t.Fatalf("redundancy file left after a run: %v", err)
+	}
+	// A checkpoint shorter than what a run must read fails it.
+	os.Truncate(lio.src[1], 10)
+	if _, err := nb.run(context.Background(), tr, lio); err == nil {
+		t.Fatal("run read past a short checkpoint")
+	}
+}
+
+// TestProcBench runs the bound with one process per node: an XOR ring and
+// a PARTNER pattern with local I/O, then a node that cannot read its
+// checkpoint, whose error must come back.
+func TestProcBench(t *testing.T) {
+	if l, err := net.Listen("tcp", "127.0.0.3:0"); err != nil {
+		t.Skipf("127.0.0.3 not usable: %v", err)
+	} else {
+		l.Close()
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb := procBench{self: self}
+	ctx := context.Background()
+	const b = 3*ioSize + 5
+	s, err := pb.run(ctx, schemeTraffic(scheme{kind: "xor"}, 3, b), nil)
+	if err != nil || s.wall <= 0 || s.used.cpu < 0 {
+		t.Fatalf("xor ring: %+v, %v", s, err)
+	}
+	sch := scheme{kind: "partner", replicas: 2}
+	var nb netBench
+	lio, err := newLocalIO(filepath.Join(t.TempDir(), "lio"), 3, sch.reads(3, b), sch.stores(3, b), nb.buffers(1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lio.close()
+	if _, err := pb.run(ctx, schemeTraffic(sch, 3, b), lio); err != nil {
+		t.Fatalf("partner with local I/O: %v", err)
+	}
+	if _, err := os.Stat(lio.dst[2]); !os.IsNotExist(err) {
+		t.Fatalf("redundancy file left after a run: %v", err)
+	}
+	os.Remove(lio.src[1])
+	_, err = pb.run(ctx, schemeTraffic(sch, 3, b), lio)
+	if err == nil || !strings.Contains(err.Error(), "node process 1") {
+		t.Fatalf("missing checkpoint on node 1: %v", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"1GiB": 1 << 30, "256MiB": 256 << 20, "64 KiB": 64 << 10, "4096": 4096, "10B": 10, "0": 0} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1GB", "-1MiB", "1.5GiB", "99999999999GiB"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseKB(t *testing.T) {
+	if n, err := parseKB("    2048 kB"); err != nil || n != 2<<20 {
+		t.Fatalf("parseKB: %d, %v", n, err)
+	}
+	for _, bad := range []string{"", "12", "12 MB", "x kB", "-1 kB"} {
+		if _, err := parseKB(bad); err == nil {
+			t.Errorf("parseKB(%q) accepted", bad)
+		}
+	}
+}
+
+func TestFmtBytes(t *testing.T) {
+	for n, want := range map[int64]string{1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 256 << 20: "256 MiB", 1536: "1.5 KiB", 12: "12 B"} {
+		if got := fmtBytes(n); got != want {
+			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	line := "4242 (scr fs) x) S 1 4242 4242 0 -1 4194560 100 0 7 0 250 50 0 0 20 0 12 0 100 0 0\n"
+	if u, err := parseStat(line); err != nil || u.cpu != 3*time.Second || u.faults != 107 {
+		t.Fatalf("parseStat: %+v, %v; want 3s and 107 faults", u, err)
+	}
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	u, err := parseStat(string(self))
+	if err != nil || u.faults == 0 {
+		t.Fatalf("own /proc/self/stat: %+v, %v", u, err)
+	}
+	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) S 1 2 3 4 5 6 7 8 9 10 -1 5 0", "1 (x) S 1 2 3 4 5 6 x 8 9 10 11 5 0"} {
+		if _, err := parseStat(bad); err == nil {
+			t.Errorf("parseStat(%q) accepted", bad)
+		}
+	}
+}
+
+// TestReadsStores: a member reads its whole logical file (plus at most the
+// padding of its last chunk) and stores what docs/formats-redundancy.md
+// lists as its segments.
+func TestReadsStores(t *testing.T) {
+	const p, b = 5, 1<<20 + 1
+	for _, sch := range []scheme{{kind: "partner", replicas: 2}, {kind: "xor"}, {kind: "rs", parity: 2}} {
+		if r := sch.reads(p, b); r < b || r >= b+p {
+			t.Errorf("%s reads %d of %d", sch, r, b)
+		}
+	}
+	if got := (scheme{kind: "partner", replicas: 2}).stores(p, b); got != 2*b {
+		t.Errorf("partner(r=2) stores %d, want two copies", got)
+	}
+	if got := (scheme{kind: "xor"}).stores(p, b); got != (b+p-2)/(p-1) {
+		t.Errorf("xor stores %d, want one chunk", got)
+	}
+	if got := (scheme{kind: "rs", parity: 2}).stores(p, b); got != 2*((b+p-3)/(p-2)) {
+		t.Errorf("rs(k=2) stores %d, want two chunks", got)
+	}
+}

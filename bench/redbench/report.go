@@ -1,0 +1,215 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets from issues 3 and 4.
+const (
+	targetPartner = 1.10 // time to protected ÷ (a), partner
+	targetCoded   = 1.25 // time to protected ÷ (a), xor and rs
+	targetRebuild = 1.50 // rebuild of one node ÷ encode time
+)
+
+// report prints the run's tables and ratios.
+func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeRates, stream time.Duration,
+	results map[string][]*sizeResult) {
+	fmt.Fprintf(w, "\nscrfs redundancy, %d daemons in one set on %s–%s, caches in %s; one file of B bytes per node written through the mounts (1 MiB writes); median [min–max] of %d rounds after an untimed warm-up\n",
+		o.nodes, loopbackIP(0), loopbackIP(o.nodes-1), o.dir, o.rounds)
+
+	full := sizes[len(sizes)-1]
+	fmt.Fprintf(w, "\n(a) network bound: the bytes each scheme moves between the nodes (worked out from docs/formats-redundancy.md),\n"+
+		"    pushed over loopback TCP by one plain process per node, one connection per pair of nodes between their addresses,\n"+
+		"    a sender and a receiver goroutine per direction, all pairs at once, 1 MiB writes (\"one proc\": the same in one\n"+
+		"    process, for reference). One stream alone between two processes: %s in %s = %s.\n"+
+		"(c) (a) plus, at the same time, each node reading its checkpoint (B) from a file in %s and writing its\n"+
+		"    redundancy share (partner r·B, xor ⌈B/(p−1)⌉, rs k·⌈B/(p−k)⌉) to a new file there, fsynced: all the bytes the\n"+
+		"    scheme must move, moved by plain goroutines (no CRCs, no framing, no encoding).\n",
+		fmtBytes(full), fmtDur(stream), fmtRate(full, stream), o.dir)
+	tw := newTable(w)
+	fmt.Fprint(tw, "scheme\teach node sends\twhere node 0's bytes go (B = "+fmtBytes(full)+")\t")
+	for _, s := range sizes {
+		fmt.Fprintf(tw, "B=%s: moved\t(a)\trate\tone proc\t(c)\t", fmtBytes(s))
+	}
+	fmt.Fprintln(tw)
+	for _, sch := range schemes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t", sch, sch.formula(), schemeTraffic(sch, o.nodes, full).pattern())
+		for _, r := range results[sch.String()] {
+			d := median(walls(r.bound))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtBytes(r.traffic.total()), fmtDur(d), fmtRate(r.traffic.total(), d),
+				fmtDur(median(walls(r.bound1))), fmtDur(median(walls(r.boundIO))))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\n(b) in-process encode on one core, %s of input read from memory in 1 MiB pieces:\n", fmtBytes(enc.bytes))
+	fmt.Fprintf(w, "    rs   reedsolomon.EncodeIdx, %d+%d code, %d checksum pieces per piece: %s/s\n", enc.p, enc.k, enc.k, fmtBytes(int64(enc.rs)))
+	fmt.Fprintf(w, "    xor  crypto/subtle.XORBytes into an accumulator:                  %s/s\n", fmtBytes(int64(enc.xor)))
+	for _, sch := range schemes {
+		rate := map[string]float64{"rs": enc.rs, "xor": enc.xor}[sch.kind]
+		res := results[sch.String()]
+		if rate == 0 || len(res) == 0 || len(res[len(res)-1].bound) == 0 {
+			continue
+		}
+		r := res[len(res)-1]
+		netRate := float64(r.traffic.total()) / median(walls(r.bound)).Seconds()
+		fmt.Fprintf(w, "    %-13s one core encodes %.1f× faster than the whole set's network bound moves its bytes (%s/s)\n",
+			sch, rate/netRate, fmtBytes(int64(netRate)))
+	}
+
+	fmt.Fprintf(w, "\ntime to protected = latest \"dataset protected\" − earliest \"dataset complete\" across the nodes (daemons' log timestamps)\n")
+	tw = newTable(w)
+	fmt.Fprintln(tw, "scheme\tB\tprotected after\t(a)\t÷ (a)\ttarget\t\t(c)\t÷ (c)\t")
+	for _, sch := range schemes {
+		target := targetCoded
+		if sch.kind == "partner" {
+			target = targetPartner
+		}
+		for _, r := range results[sch.String()] {
+			fmt.Fprintf(tw, "%s\t%s\t", sch, fmtBytes(r.size))
+			if len(r.ttp) == 0 {
+				fmt.Fprintf(tw, "failed\t\t\t\t\t\t\t\n")
+				continue
+			}
+			a, c := median(walls(r.bound)), median(walls(r.boundIO))
+			ratio := median(r.ttp).Seconds() / a.Seconds()
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t≤ %.2f\t%s\t%s\t%.2f\t\n", fmtSpread(r.ttp), fmtDur(a), ratio, target, verdict(ratio, target),
+				fmtDur(c), median(r.ttp).Seconds()/c.Seconds())
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nwhere the time goes (medians): the daemons' own encode time (longest \"seconds\" of their \"dataset protected\" lines),\n"+
+		"the rest of the time to protected (completion spreading, readiness, verdict), CPU time (user+system) and page faults\n"+
+		"of all daemons while protecting vs the benchmark's own for (a) and (c), and bytes sent per node as the daemons report\n"+
+		"them vs the model\n")
+	tw = newTable(w)
+	fmt.Fprintln(tw, "scheme\tB\tencode\tother\tCPU: daemons\t(a)\t(c)\tpage faults: daemons\t(c)\tsent/node: daemons\tmodel\twrite through mounts\t")
+	for _, sch := range schemes {
+		for _, r := range results[sch.String()] {
+			if len(r.ttp) == 0 {
+				continue
+			}
+			enc := median(r.encode)
+			var cpu []time.Duration
+			var flt []int64
+			for _, u := range r.used {
+				cpu, flt = append(cpu, u.cpu), append(flt, u.faults)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", sch, fmtBytes(r.size), fmtDur(enc), fmtDur(median(r.ttp)-enc),
+				fmtDur(median(cpu)), fmtDur(median(cpus(r.bound))), fmtDur(median(cpus(r.boundIO))), median(flt), median(faults(r.boundIO)),
+				fmtBytes(int64(r.sent)), fmtBytes(r.traffic.maxSent()), fmtRate(r.size*int64(o.nodes), median(r.write)))
+		}
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\npeak RSS (VmHWM from /proc/PID/status) of each daemon after the last protect\n")
+	tw = newTable(w)
+	fmt.Fprint(tw, "scheme\t")
+	for _, s := range sizes {
+		fmt.Fprintf(tw, "B=%s: per node\tmax\t", fmtBytes(s))
+	}
+	if len(sizes) > 1 {
+		fmt.Fprint(tw, "max ratio\t")
+	}
+	fmt.Fprintln(tw)
+	for _, sch := range schemes {
+		fmt.Fprintf(tw, "%s\t", sch)
+		var maxes []int64
+		for _, r := range results[sch.String()] {
+			var per []string
+			for _, v := range r.rss {
+				per = append(per, fmtMiB(v))
+			}
+			m := slices.Max(append([]int64{0}, r.rss...))
+			maxes = append(maxes, m)
+			fmt.Fprintf(tw, "%s\t%s\t", strings.Join(per, " "), fmtMiB(m))
+		}
+		if len(maxes) > 1 && maxes[0] > 0 {
+			fmt.Fprintf(tw, "%.2f (B ×%d)\t", float64(maxes[len(maxes)-1])/float64(maxes[0]), sizes[len(sizes)-1]/sizes[0])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+
+	if !o.rebuild {
+		return
+	}
+	fmt.Fprintf(w, "\nrebuild at B=%s: node(s) SIGKILLed, cache and control wiped, a replacement with the same index started on the same address;\n"+
+		"rebuild = the replacement's \"rebuilding dataset\" → \"dataset rebuilt\"; encode = the median time to protected above; sha256 read back through the new mount\n", fmtBytes(full))
+	tw = newTable(w)
+	fmt.Fprintln(tw, "scheme\tlost\trebuild\tstart→rebuilt\tencode\trebuild ÷ encode\ttarget\t\tlost ranks seen\tsha256\treplacement RSS\t")
+	for _, sch := range schemes {
+		res := results[sch.String()]
+		if len(res) == 0 {
+			continue
+		}
+		r := res[len(res)-1]
+		for _, rr := range r.rebuilds {
+			fmt.Fprintf(tw, "%s\t%d\t", sch, rr.lost)
+			if len(rr.spans) == 0 {
+				fmt.Fprintf(tw, "failed\t\t\t\t\t\t\t\t\t\n")
+				continue
+			}
+			ratio := median(rr.spans).Seconds() / median(r.ttp).Seconds()
+			tgt, ok := "", ""
+			if rr.lost == 1 {
+				tgt, ok = fmt.Sprintf("≤ %.2f", targetRebuild), verdict(ratio, targetRebuild)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d ok\t%s\t\n", fmtSpread(rr.spans), fmtDur(median(rr.restarts)), fmtDur(median(r.ttp)),
+				ratio, tgt, ok, strings.Join(slices.Compact(slices.Sorted(slices.Values(rr.ops))), "; "), rr.verified, fmtMiB(slices.Max(rr.rss)))
+		}
+	}
+	tw.Flush()
+}
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+func verdict(ratio, target float64) string {
+	if ratio <= target {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// fmtBytes prints a byte count in the largest binary unit that keeps it ≥ 1.
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return trimZero(fmt.Sprintf("%.2f", float64(n)/(1<<30))) + " GiB"
+	case n >= 1<<20:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MiB"
+	case n >= 1<<10:
+		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<10))) + " KiB"
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func trimZero(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+func fmtMiB(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+
+func fmtRate(n int64, d time.Duration) string {
+	if d <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f GiB/s", float64(n)/(1<<30)/d.Seconds())
+}
+
+// fmtSpread prints the median and the range of the samples.
+func fmtSpread(v []time.Duration) string {
+	return fmt.Sprintf("%.2f s [%.2f–%.2f]", median(v).Seconds(), slices.Min(v).Seconds(), slices.Max(v).Seconds())
+}

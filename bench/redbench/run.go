@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// bench holds what every measurement of one run shares.
+type bench struct {
+	o      options
+	bin    string // the scrfs binary
+	work   string // scratch directory under -dir, removed at the end
+	port   int    // the daemons' peer port on every loopback address
+	pay    *payload
+	net    *netBench // the bounds in this process (reference)
+	procs  procBench // the bounds with one process per node
+	status io.Writer // progress lines
+	echo   io.Writer // daemons' warnings and errors (with -v), else nil
+}
+
+// sizeResult is what one scheme measured at one checkpoint size.
+type sizeResult struct {
+	size     int64
+	traffic  traffic
+	bound    []sample        // (a) the network alone, one process per node, per measured round
+	bound1   []sample        // (a) in this one process, for reference
+	boundIO  []sample        // (c) the network and the cache reads and writes together
+	ttp      []time.Duration // time to protected, per measured round
+	encode   []time.Duration // the longest encode a daemon reported ("seconds"), per round
+	used     []usage         // CPU time and page faults of all daemons while protecting, per round
+	write    []time.Duration // writing the checkpoint through the mounts
+	sent     float64         // bytes a daemon said it sent in the last encode (mean over nodes)
+	rss      []int64         // VmHWM per node after the last protect
+	rebuilds []*rebuildResult
+	err      error // why the measurement stopped, if it did
+}
+
+// rebuildResult is the rebuild of a number of nodes lost at once.
+type rebuildResult struct {
+	lost     int
+	spans    []time.Duration // earliest "rebuilding dataset" → latest "dataset rebuilt" of the replacements
+	restarts []time.Duration // replacement started → its "dataset rebuilt"
+	ops      []string        // the lost ranks each replacement's rebuild named
+	rss      []int64         // the replacements' VmHWM after their rebuild
+	verified int             // rebuilt files whose sha256 matched
+	err      error
+}
+
+// progress prints a progress line.
+func (b *bench) progress(format string, args ...any) {
+	fmt.Fprintf(b.status, format+"\n", args...)
+}
+
+// runSize measures scheme sch with checkpoints of size bytes per node:
+// the network bound, then a cluster of daemons for the time to protected
+// and the peak RSS, and at the full size the rebuilds.
+func (b *bench) runSize(ctx context.Context, sch scheme, size int64, rebuild bool) *sizeResult {
+	res := &sizeResult{size: size, traffic: schemeTraffic(sch, b.o.nodes, size)}
+	if res.err = b.bounds(ctx, sch, res); res.err != nil {
+		return res
+	}
+
+	dir := filepath.Join(b.work, fmt.Sprintf("%s-%d", sch.kind, size))
+	c, err := newCluster(b.bin, dir, b.o.nodes, b.port, sch, b.echo)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer func() {
+		c.stop()
+		os.RemoveAll(dir) // clean up between schemes: /dev/shm is RAM
+	}()
+	if err := c.start(ctx); err != nil {
+		res.err = err
+		return res
+	}
+	var mounts []string
+	for _, n := range c.nodes {
+		mounts = append(mounts, n.mnt)
+	}
+	var last string
+	for r := 0; r <= b.o.rounds; r++ {
+		name := fmt.Sprintf("ckpt.%d", r)
+		t0 := time.Now()
+		if err := b.pay.writeAll(mounts, name, size); err != nil {
+			res.err = err
+			return res
+		}
+		wrote := time.Since(t0)
+		u0, err := c.usage()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		ttp, prot, err := b.protect(ctx, c, name, size)
+		if err != nil {
+			res.err = err
+			return res
+		}
+		u1, err := c.usage()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		var sent, enc float64
+		for _, ev := range prot {
+			sent += ev.num("sent")
+			enc = max(enc, ev.num("seconds"))
+		}
+		res.sent = sent / float64(len(prot))
+		encode := time.Duration(enc * float64(time.Second))
+		tag := "warm-up"
+		if r > 0 {
+			tag = fmt.Sprintf("round %d", r)
+			res.ttp = append(res.ttp, ttp)
+			res.encode = append(res.encode, encode)
+			res.used = append(res.used, u1.sub(u0))
+			res.write = append(res.write, wrote)
+		}
+		b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
+			sch, fmtBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.cpu-u0.cpu), u1.faults-u0.faults)
+		last = name
+	}
+	for _, n := range c.nodes {
+		rss, err := n.peakRSS()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		res.rss = append(res.rss, rss)
+	}
+	if !rebuild {
+		return res
+	}
+	for _, lost := range sch.losses() {
+		rr := b.rebuild(ctx, c, sch, last, size, lost)
+		res.rebuilds = append(res.rebuilds, rr)
+		if rr.err != nil {
+			break // the cluster is in an unknown state
+		}
+	}
+	return res
+}
+
+// bounds measures (a), the scheme's traffic alone over loopback (one
+// process per node, and for reference all in this process), and (c), the
+// same with each node's cache reads and writes, into res.
+func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
+	var err error
+	if res.bound, err = measureBound(ctx, b.procs, res.traffic, nil, b.o.rounds); err != nil {
+		return err
+	}
+	if res.bound1, err = measureBound(ctx, b.net, res.traffic, nil, b.o.rounds); err != nil {
+		return err
+	}
+	p := b.o.nodes
+	lio, err := newLocalIO(filepath.Join(b.work, "localio"), p, sch.reads(p, res.size), sch.stores(p, res.size), b.net.buffers(1)[0])
+	if err != nil {
+		return err
+	}
+	defer lio.close()
+	if res.boundIO, err = measureBound(ctx, b.procs, res.traffic, lio, b.o.rounds); err != nil {
+		return err
+	}
+	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
+		sch, fmtBytes(res.size), fmtDur(median(walls(res.bound))), fmtBytes(res.traffic.total()),
+		fmtDur(median(walls(res.bound1))), fmtDur(median(walls(res.boundIO))))
+	return nil
+}
+
+// protect completes dataset name with a marker on node 0 and waits until
+// every node logged it protected. The time to protected is the latest
+// "dataset protected" minus the earliest "dataset complete", both as the
+// daemons stamped them.
+func (b *bench) protect(ctx context.Context, c *cluster, name string, size int64) (time.Duration, []event, error) {
+	if err := os.WriteFile(filepath.Join(c.nodes[0].mnt, name, "COMPLETE"), nil, 0o644); err != nil {
+		return 0, nil, err
+	}
+	// Generous: a few MiB/s would still finish; a hang must not last forever.
+	timeout := time.Minute + time.Duration(size*int64(len(c.nodes))/(20<<20))*time.Second
+	prot, err := c.waitAll(ctx, timeout, isEvent("dataset protected", name), outcomeOf(name))
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s not protected: %w", name, err)
+	}
+	var first, lastProt time.Time
+	for i, n := range c.nodes {
+		comp := n.log.all(isEvent("dataset complete", name))
+		if len(comp) == 0 {
+			return 0, nil, fmt.Errorf("node %d: protected %s without a \"dataset complete\" line", i, name)
+		}
+		if first.IsZero() || comp[0].Time.Before(first) {
+			first = comp[0].Time
+		}
+		if prot[i].Time.After(lastProt) {
+			lastProt = prot[i].Time
+		}
+	}
+	return lastProt.Sub(first), prot, nil
+}
+
+// rebuild loses `lost` nodes at once, -rounds times (a different set of
+// nodes each time), and times how long their replacements take to get
+// dataset ds back; each rebuilt file is read through the replacement's
+// mount and checked against its sha256.
+func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, size int64, lost int) *rebuildResult {
+	rr := &rebuildResult{lost: lost}
+	p := len(c.nodes)
+	timeout := 2*time.Minute + time.Duration(size*int64(lost)/(10<<20))*time.Second
+	for r := range b.o.rounds {
+		var victims []int
+		for j := range lost {
+			victims = append(victims, (r+j+1)%p)
+		}
+		for _, v := range victims {
+			if err := c.kill(v); err != nil {
+				rr.err = fmt.Errorf("wipe node %d: %w", v, err)
+				return rr
+			}
+		}
+		for _, v := range victims {
+			if err := c.spawn(c.nodes[v]); err != nil {
+				rr.err = err
+				return rr
+			}
+		}
+		var begin, end time.Time
+		var restart time.Duration
+		var ops []string
+		for _, v := range victims {
+			n := c.nodes[v]
+			wctx, cancel := context.WithTimeout(ctx, timeout)
+			st, err := n.log.wait(wctx, func(e event) bool { return e.is("rebuilding dataset", ds) && e.flag("restoring_here") }, outcomeOf(ds))
+			var done event
+			if err == nil {
+				done, err = n.log.wait(wctx, func(e event) bool { return e.is("dataset rebuilt", ds) && e.flag("restored_here") }, outcomeOf(ds))
+			}
+			cancel()
+			if err == nil {
+				err = c.ready(ctx, n)
+			}
+			if err != nil {
+				rr.err = fmt.Errorf("rebuild of node %d: %w\n%s", v, err, n.log.tail(15))
+				return rr
+			}
+			if begin.IsZero() || st.Time.Before(begin) {
+				begin = st.Time
+			}
+			if done.Time.After(end) {
+				end = done.Time
+			}
+			restart = max(restart, done.Time.Sub(n.started))
+			ops = append(ops, fmt.Sprint(st.Attrs["lost"]))
+			rss, err := n.peakRSS()
+			if err != nil {
+				rr.err = err
+				return rr
+			}
+			rr.rss = append(rr.rss, rss)
+		}
+		for _, v := range victims {
+			if err := b.pay.verify(filepath.Join(c.nodes[v].mnt, ds, fileName(v)), v, size); err != nil {
+				rr.err = fmt.Errorf("node %d after rebuild: %w", v, err)
+				return rr
+			}
+			rr.verified++
+		}
+		rr.spans = append(rr.spans, end.Sub(begin))
+		rr.restarts = append(rr.restarts, restart)
+		slices.Sort(ops)
+		seen := strings.Join(slices.Compact(ops), " ")
+		rr.ops = append(rr.ops, seen)
+		b.progress("%-13s B=%-8s rebuild of node(s) %v: %s (lost ranks %s), %s from start; sha256 ok",
+			sch, fmtBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
+	}
+	return rr
+}
+
+// isEvent matches a message about dataset ds.
+func isEvent(msg, ds string) func(event) bool {
+	return func(e event) bool { return e.is(msg, ds) }
+}
+
+// outcomeOf matches the lines that mean dataset ds will not be protected or
+// rebuilt as the benchmark needs: degraded, failed, or a failed rebuild.
+func outcomeOf(ds string) func(event) bool {
+	return func(e event) bool {
+		if e.str("dataset") != ds {
+			return false
+		}
+		return strings.HasPrefix(e.Msg, "dataset degraded") || e.Msg == "dataset failed" || e.Msg == "rebuild failed"
+	}
+}
