@@ -43,7 +43,7 @@ type cluster struct {
 
 // newCluster lays out n nodes under work with the given scheme settings;
 // nothing runs until start.
-func newCluster(bin, work string, n, port int, sch scheme, echo io.Writer) (*cluster, error) {
+func newCluster(bin, work string, n, port int, sch scheme, settings []string, echo io.Writer) (*cluster, error) {
 	c := &cluster{bin: bin, echo: echo}
 	var addrs []string
 	for i := range n {
@@ -66,6 +66,7 @@ func newCluster(bin, work string, n, port int, sch scheme, echo io.Writer) (*clu
 		"SCRFS_REDUNDANCY_SET_SIZE=" + strconv.Itoa(n),
 		"SCRFS_RESTART_MEMBER_TIMEOUT=60s",
 	}, sch.env()...)
+	common = append(common, settings...) // last, so they win
 	for i := range n {
 		dir := filepath.Join(work, fmt.Sprintf("node%d", i))
 		nd := &node{

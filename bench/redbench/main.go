@@ -25,6 +25,7 @@ type options struct {
 	schemes          string
 	dir, bin         string
 	rebuild, verbose bool
+	settings         []string // extra SCRFS_* settings for every daemon
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -42,6 +43,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.bin, "bin", "", "scrfs binary to run (default: go build ./cmd/scrfs)")
 	fs.BoolVar(&o.rebuild, "rebuild", true, "measure rebuilds after node losses")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
+	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
+		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
+			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
+		}
+		o.settings = append(o.settings, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -67,7 +67,7 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, rebuild boo
 	}
 
 	dir := filepath.Join(b.work, fmt.Sprintf("%s-%d", sch.kind, size))
-	c, err := newCluster(b.bin, dir, b.o.nodes, b.port, sch, b.echo)
+	c, err := newCluster(b.bin, dir, b.o.nodes, b.port, sch, b.o.settings, b.echo)
 	if err != nil {
 		res.err = err
 		return res
