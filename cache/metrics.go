@@ -46,7 +46,7 @@ func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
 		}),
 		collector: &collector{
 			s: s,
-			datasets: prometheus.NewDesc("scrfs_datasets", "Datasets in the cache by state.",
+			datasets: prometheus.NewDesc("scrfs_datasets", "Datasets in the cache by state; failed also counts recently failed datasets, which have left the cache.",
 				[]string{"state"}, nil),
 			used: prometheus.NewDesc("scrfs_cache_used_bytes",
 				"Bytes of application files held in the cache by this job's datasets.", nil, nil),
