@@ -44,6 +44,12 @@ func TestExpandNodelist(t *testing.T) {
 		{"n1,n1", []string{"n1", "n1"}},
 		{"n[1-2,2]", []string{"n1", "n2", "n2"}},
 		{"n-0_a.b", []string{"n-0_a.b"}},
+		// Site names with hyphens before the brackets, several ranges in
+		// one group, and a plain host after a group (SLURM_JOB_NODELIST
+		// as Slurm prints it for a mixed allocation).
+		{"gpu-a100-[001-002],cpu-[7]", []string{"gpu-a100-001", "gpu-a100-002", "cpu-7"}},
+		{"node[1-3,5-6]", []string{"node1", "node2", "node3", "node5", "node6"}},
+		{"node[01-02],login", []string{"node01", "node02", "login"}},
 	}
 	for _, tt := range tests {
 		got, err := ExpandNodelist(tt.in)
