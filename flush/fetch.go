@@ -44,10 +44,10 @@ func Fetch(ctx context.Context, srcDir, dstDir string, entries []Entry, o Option
 	}
 	o.Metrics.observe("fetch", files, bytes, time.Since(start), err)
 	if err != nil {
-		o.Logger.Warn("fetch failed", "ckpt", dataset, "err", err)
+		o.Logger.Warn("fetch failed", "dataset", dataset, "err", err)
 		return fmt.Errorf("fetch %s: %w", dataset, err)
 	}
-	o.Logger.Debug("fetched", "ckpt", dataset, "files", files, "bytes", bytes,
+	o.Logger.Debug("fetched", "dataset", dataset, "files", files, "bytes", bytes,
 		"seconds", time.Since(start).Seconds())
 	return nil
 }

@@ -69,10 +69,10 @@ func Flush(ctx context.Context, srcDir, dstDir string, node int, o Options) ([]E
 	}
 	o.Metrics.observe("flush", files, bytes, time.Since(start), err)
 	if err != nil {
-		o.Logger.Warn("flush failed", "ckpt", dataset, "node", node, "err", err)
+		o.Logger.Warn("flush failed", "dataset", dataset, "err", err)
 		return nil, fmt.Errorf("flush %s: %w", dataset, err)
 	}
-	o.Logger.Debug("flushed", "ckpt", dataset, "node", node, "files", files, "bytes", bytes,
+	o.Logger.Debug("flushed", "dataset", dataset, "files", files, "bytes", bytes,
 		"seconds", time.Since(start).Seconds())
 	return entries, nil
 }

@@ -27,7 +27,9 @@ type Options struct {
 	// once copying has begun, once more before the call returns (with
 	// done == total on success). Calls never overlap. It must not block.
 	Progress func(done, total int64)
-	// Logger receives debug and warning records; nil discards them.
+	// Logger receives debug and warning records, keyed by dataset; the
+	// caller adds its own context (the daemon: node and job). nil discards
+	// them.
 	Logger *slog.Logger
 	// Metrics, if set, records bytes, files, failures and durations.
 	Metrics *Metrics

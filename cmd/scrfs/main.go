@@ -3,6 +3,9 @@
 //	scrfs mount [flags] MOUNTPOINT   run the daemon (foreground) on MOUNTPOINT
 //	scrfs status [--json]            show datasets and the node's state
 //	scrfs complete NAME              mark a dataset complete
+//	scrfs flush [--wait] [NAME]      copy a dataset to the prefix directory
+//	scrfs list [--json]              show the datasets the prefix holds
+//	scrfs layout                     show redundancy sets and what they tolerate
 //	scrfs config                     print the effective configuration
 //	scrfs version                    print the version
 //
