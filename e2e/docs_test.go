@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -202,7 +203,7 @@ func TestDocCommandLines(t *testing.T) {
 				if f == nil {
 					continue
 				}
-				if name := f[1]; name != "help" && name != "h" && !contains(flags, name) {
+				if name := f[1]; name != "help" && name != "h" && !slices.Contains(flags, name) {
 					t.Errorf("%s: %q: scrfs %s has no flag --%s", path, strings.TrimSpace(m[0]), m[1], name)
 				}
 			}
@@ -215,15 +216,6 @@ func TestDocCommandLines(t *testing.T) {
 
 // flagToken is a flag as written on a command line: -name, --name, --name=value.
 var flagToken = regexp.MustCompile(`^--?([A-Za-z][\w-]*)`)
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // TestDocLinks checks the relative links of the operator documents: the
 // file exists and, with a #fragment, has a heading of that anchor.
