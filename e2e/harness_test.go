@@ -291,16 +291,24 @@ func (w *logWatch) consume(r io.Reader) {
 // wait returns the first line (from the start of the log) containing all
 // parts, blocking until one arrives, the process exits, or timeout.
 func (w *logWatch) wait(timeout time.Duration, exited <-chan struct{}, parts ...string) (string, bool) {
+	return w.waitNth(timeout, exited, 1, parts...)
+}
+
+// waitNth returns the nth line (from the start of the log) containing all
+// parts, blocking until it arrives, the process exits, or timeout.
+func (w *logWatch) waitNth(timeout time.Duration, exited <-chan struct{}, nth int, parts ...string) (string, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	seen := 0
+	seen, found := 0, 0
 	for {
 		w.mu.Lock()
 		for ; seen < len(w.lines); seen++ {
 			if containsAll(w.lines[seen], parts) {
-				line := w.lines[seen]
-				w.mu.Unlock()
-				return line, true
+				if found++; found == nth {
+					line := w.lines[seen]
+					w.mu.Unlock()
+					return line, true
+				}
 			}
 		}
 		changed := w.changed

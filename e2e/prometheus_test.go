@@ -55,7 +55,10 @@ func newObserved(t *testing.T) *observed {
 		t.Fatal(err)
 	}
 	o.c.Nodes[1].Start()
-	waitLogCount(t, o.c.Nodes[0], 30*time.Second, 2, "link to node 1", "up")
+	n0 := o.c.Nodes[0]
+	if _, ok := n0.log.waitNth(30*time.Second, n0.exited, 2, "link to node 1", "up"); !ok {
+		t.Fatalf("node 0 did not log its link to node 1 up again:\n%s", n0.log.String())
+	}
 
 	o.checkpoint(t, "ckpt.1")
 	if out, errs, code := o.c.Nodes[1].CLI("flush", "--wait", "ckpt.1"); code != 0 {
@@ -140,27 +143,6 @@ func (o *observed) failFlush(t *testing.T) {
 		t.Fatalf("flush of ckpt.2 into a file: exit %d, want 1: %s", code, errs)
 	}
 	o.c.WaitAll(30*time.Second, "dataset flush failed", "dataset=ckpt.2")
-}
-
-// waitLogCount waits until n logged at least count lines with all parts.
-func waitLogCount(t *testing.T, n *Node, timeout time.Duration, count int, parts ...string) {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		n.log.mu.Lock()
-		changed := n.log.changed
-		n.log.mu.Unlock()
-		if n.log.count(parts...) >= count {
-			return
-		}
-		select {
-		case <-changed:
-		case <-n.exited:
-			t.Fatalf("daemon exited before logging %d lines with %q", count, parts)
-		case <-deadline:
-			t.Fatalf("fewer than %d log lines with %q within %v:\n%s", count, parts, timeout, n.log.String())
-		}
-	}
 }
 
 // exposition returns node i's /metrics body.
@@ -395,23 +377,15 @@ func checkRulesLive(t *testing.T, p *promServer, exported map[string]bool) {
 	}
 	// Rule evaluation has no event either: poll until every rule ran once.
 	var rs []rule
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	pollUntil(t, 30*time.Second, "every alerting rule evaluated", func() (bool, any) {
 		rs = rules()
-		evaluated := len(rs) > 0
 		for _, r := range rs {
 			if r.Health == "unknown" || strings.HasPrefix(r.LastEvaluation, "0001-") {
-				evaluated = false
+				return false, rs
 			}
 		}
-		if evaluated {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rules not all evaluated within 30s: %+v", rs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(rs) > 0, rs
+	})
 	if want := len(alertNames(t)); len(rs) != want {
 		t.Errorf("Prometheus loaded %d alerting rules, alerts.yml has %d", len(rs), want)
 	}
