@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // Cluster is a job of several daemons, each on its own loopback address
@@ -73,26 +74,9 @@ func (c *Cluster) WaitAll(timeout time.Duration, parts ...string) {
 // freePort finds a TCP port free on the first n loopback addresses.
 func freePort(t *testing.T, n int) int {
 	t.Helper()
-	for try := 0; try < 50; try++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := true
-		for i := 2; i <= n; i++ {
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%d", i, port))
-			if err != nil {
-				ok = false
-				break
-			}
-			l.Close()
-		}
-		if ok {
-			return port
-		}
+	port, err := loopback.FreePort(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port on the loopback addresses")
-	return 0
+	return port
 }

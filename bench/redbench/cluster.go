@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // jobID names the benchmark's job; it is part of the cache paths.
@@ -47,8 +49,8 @@ func newCluster(bin, work string, n, port int, sch scheme, settings []string, ec
 	c := &cluster{bin: bin, echo: echo}
 	var addrs []string
 	for i := range n {
-		c.hosts = append(c.hosts, loopbackIP(i))
-		addrs = append(addrs, net.JoinHostPort(loopbackIP(i), strconv.Itoa(port)))
+		c.hosts = append(c.hosts, loopback.IP(i))
+		addrs = append(addrs, net.JoinHostPort(loopback.IP(i), strconv.Itoa(port)))
 	}
 	common := append([]string{
 		"SCRFS_JOB_ID=" + jobID,
@@ -94,13 +96,15 @@ func (c *cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, n := range c.nodes {
-		if err := c.ready(ctx, n); err != nil {
-			return err
-		}
+	// All nodes at once: one that exits (its port taken, say) fails the
+	// start with its own log, rather than its peers timing out waiting for it.
+	if _, err := c.waitAll(ctx, 60*time.Second, isReady, nil); err != nil {
+		return fmt.Errorf("cluster not ready: %w", err)
 	}
 	return nil
 }
+
+func isReady(e event) bool { return e.Msg == "scrfs ready" }
 
 // spawn starts node n's daemon without waiting for it. Its stdout and
 // stderr share one pipe read by the node's logWatch.
@@ -139,7 +143,7 @@ func (c *cluster) spawn(n *node) error {
 func (c *cluster) ready(ctx context.Context, n *node) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if _, err := n.log.wait(ctx, func(e event) bool { return e.Msg == "scrfs ready" }, nil); err != nil {
+	if _, err := n.log.wait(ctx, isReady, nil); err != nil {
 		return fmt.Errorf("node %d not ready: %w\n%s", n.index, err, n.log.tail(20))
 	}
 	return nil
@@ -311,34 +315,6 @@ func parseKB(v string) (int64, error) {
 		return 0, fmt.Errorf("unexpected /proc status value %q", v)
 	}
 	return kb << 10, nil
-}
-
-// loopbackIP is node i's address: 127.0.0.(i+1).
-func loopbackIP(i int) string { return fmt.Sprintf("127.0.0.%d", i+1) }
-
-// freePort finds a TCP port free on the first n loopback addresses.
-func freePort(n int) (int, error) {
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
-		ok := true
-		for i := 1; i < n && ok; i++ {
-			l, err := net.Listen("tcp", net.JoinHostPort(loopbackIP(i), strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return port, nil
-		}
-	}
-	return 0, errors.New("no TCP port free on all the loopback addresses")
 }
 
 // environWithout returns the environment minus variables with prefix, so

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // options are the command-line settings.
@@ -118,7 +120,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if b.port, err = freePort(o.nodes); err != nil {
+	if b.port, err = loopback.FreePort(o.nodes); err != nil {
 		return err
 	}
 	sizes := []int64{o.size}

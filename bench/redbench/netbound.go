@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // ioSize is the unit of every write and read the benchmark makes: through
@@ -67,7 +69,7 @@ func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, e
 			if t[a][b] == 0 && t[b][a] == 0 {
 				continue
 			}
-			ca, cb, err := connectPair(ctx, loopbackIP(a), loopbackIP(b))
+			ca, cb, err := connectPair(ctx, loopback.IP(a), loopback.IP(b))
 			if err != nil {
 				return sample{}, err
 			}

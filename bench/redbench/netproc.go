@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // runner runs a traffic matrix (with a node's cache I/O when lio is not
@@ -68,7 +70,7 @@ func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample,
 		}
 	}()
 	for q := range p {
-		spec := nodeSpec{index: q, host: loopbackIP(q), send: t[q]}
+		spec := nodeSpec{index: q, host: loopback.IP(q), send: t[q]}
 		for src := range p {
 			spec.recv = append(spec.recv, t[src][q])
 		}
@@ -98,7 +100,7 @@ func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample,
 		if err != nil {
 			return sample{}, err
 		}
-		addrs = append(addrs, net.JoinHostPort(loopbackIP(q), port))
+		addrs = append(addrs, net.JoinHostPort(loopback.IP(q), port))
 	}
 	for _, np := range procs {
 		fmt.Fprintf(np.in, "peers %s\n", strings.Join(addrs, ","))

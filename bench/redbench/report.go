@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // Targets from issues 3 and 4.
@@ -20,7 +22,7 @@ const (
 func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeRates, stream time.Duration,
 	results map[string][]*sizeResult) {
 	fmt.Fprintf(w, "\nscrfs redundancy, %d daemons in one set on %s–%s, caches in %s; one file of B bytes per node written through the mounts (1 MiB writes); median [min–max] of %d rounds after an untimed warm-up\n",
-		o.nodes, loopbackIP(0), loopbackIP(o.nodes-1), o.dir, o.rounds)
+		o.nodes, loopback.IP(0), loopback.IP(o.nodes-1), o.dir, o.rounds)
 
 	full := sizes[len(sizes)-1]
 	fmt.Fprintf(w, "\n(a) network bound: the bytes each scheme moves between the nodes (worked out from docs/formats-redundancy.md),\n"+
