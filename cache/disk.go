@@ -61,12 +61,14 @@ func (s *Store) trashDir() string {
 	return filepath.Join(s.opts.CacheDir, metaDirName, "trash")
 }
 
-// toTrash moves a dataset directory out of the way in one rename; the bytes
-// are deleted later by emptyTrash, off every lock.
+// toTrash moves a dataset directory out of the way in one rename, after its
+// redundancy files were set aside as spares; the bytes are deleted later by
+// emptyTrash, off every lock.
 func (s *Store) toTrash(dir string, id uint64) error {
 	if err := os.MkdirAll(s.trashDir(), 0o700); err != nil {
 		return err
 	}
+	s.setAsideSpares(dir)
 	dst := filepath.Join(s.trashDir(), strconv.FormatUint(id, 10)+"."+filepath.Base(dir))
 	if err := os.Rename(dir, dst); err != nil {
 		return fmt.Errorf("move %s to trash: %w", dir, err)

@@ -16,6 +16,7 @@ type metrics struct {
 	written    prometheus.Counter
 	evicted    prometheus.Counter
 	failed     prometheus.Counter
+	reused     prometheus.Counter
 }
 
 type collector struct {
@@ -44,6 +45,10 @@ func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
 			Namespace: "scrfs", Subsystem: "cache", Name: "failed_datasets_total",
 			Help: "Datasets marked failed.",
 		}),
+		reused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "cache", Name: "reused_redundancy_files_total",
+			Help: "Redundancy files of evicted datasets overwritten by a later encode instead of being deleted and allocated anew.",
+		}),
 		collector: &collector{
 			s: s,
 			datasets: prometheus.NewDesc("scrfs_datasets", "Datasets in the cache by state; failed also counts recently failed datasets, which have left the cache.",
@@ -57,7 +62,7 @@ func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
 		},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.collector, m.completion, m.written, m.evicted, m.failed} {
+		for _, c := range []prometheus.Collector{m.collector, m.completion, m.written, m.evicted, m.failed, m.reused} {
 			reg.MustRegister(c)
 		}
 	}
@@ -68,7 +73,7 @@ func (m *metrics) unregister() {
 	if m.reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{m.collector, m.completion, m.written, m.evicted, m.failed} {
+	for _, c := range []prometheus.Collector{m.collector, m.completion, m.written, m.evicted, m.failed, m.reused} {
 		m.reg.Unregister(c)
 	}
 }

@@ -60,6 +60,10 @@ type Store struct {
 	nextID   uint64
 	ns       map[string]uint32 // namespace directories (mount-relative path → mode)
 	closed   bool
+
+	spares     []spare // oldest first
+	spareSeq   uint64
+	spareTimer *time.Timer // expires spares; nil when none wait
 }
 
 // Open claims the control directory, loads the persisted state, reconciles it
@@ -101,6 +105,9 @@ func Open(opts Options) (*Store, error) {
 	// A fetch or rebuild killed halfway left a staging directory; it is
 	// redone from the start.
 	os.RemoveAll(filepath.Join(opts.CacheDir, metaDirName, "staging"))
+	// Spares are only worth keeping across the moment between an eviction
+	// and the next encode; a restart starts without them.
+	os.RemoveAll(s.spareDir())
 	s.metrics = newMetrics(s, opts.Registerer)
 	go s.emptyTrash()
 	return s, nil
@@ -115,6 +122,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.spareTimer != nil {
+		s.spareTimer.Stop()
+	}
 	for _, d := range s.datasets {
 		d.mu.Lock()
 		if d.idle != nil {

@@ -131,7 +131,7 @@ func (p *protector) protect(info cache.Info) {
 	}
 	start := time.Now()
 	links := &streamLinks{d: p.d, nodes: m.Set.Nodes, prefix: "enc/" + info.Name + "/" + v.Attempt}
-	res, err := schemes.Encode(p.d.ctx, p.params, m, links, schemes.WithBuffers(p.bufs))
+	res, err := schemes.Encode(p.d.ctx, p.params, m, links, schemes.WithBuffers(p.bufs), schemes.WithSpare(p.d.store.TakeSpare))
 	links.close()
 	if err != nil {
 		p.degrade(info.Name, "encode failed: "+err.Error())

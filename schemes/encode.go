@@ -95,7 +95,7 @@ func (e *encoder) single() error {
 	if err := e.scan(); err != nil {
 		return err
 	}
-	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), nil)
+	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), nil, nil)
 	if err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func (e *encoder) run(s *session) error {
 			segs = append(segs, Segment{Rank: e.m.Rank, Index: i, Length: chunk})
 		}
 	}
-	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), segs)
+	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), segs, e.o.spare)
 	if err != nil {
 		return s.fail(err)
 	}

@@ -16,7 +16,7 @@ func sampleFile(t testing.TB) []byte {
 	p := Params{Kind: RS, Size: 3, Parity: 1}
 	m := Member{Rank: 1, Set: SetInfo{Group: 0, Groups: 1, Nodes: []int{4, 5, 6}}, Dataset: "d", Dir: dir}
 	path := redPath(p, m)
-	w, err := createRedFile(path, 5, MinPieceSize, []Segment{{Rank: 1, Index: 0, Length: 100}})
+	w, err := createRedFile(path, 5, MinPieceSize, []Segment{{Rank: 1, Index: 0, Length: 100}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ type options struct {
 	progress func(done, total int64)
 	log      *slog.Logger
 	bufs     *Buffers
+	spare    func() string
 }
 
 // WithPieceSize overrides Params.PieceSize for this call. Every member must
@@ -53,6 +54,17 @@ func WithBuffers(bufs *Buffers) Option {
 			o.bufs = bufs
 		}
 	}
+}
+
+// WithSpare lets the call write its redundancy file over an existing file
+// instead of a new one: take returns the path of a file the call may rename
+// into place and overwrite (a spare, such as an evicted dataset's
+// redundancy file), or "" for none. Overwriting pages a file already holds
+// is much cheaper than allocating new ones on tmpfs. Every byte of the
+// result is written and the file is cut to its size, so nothing of the
+// spare's old content survives.
+func WithSpare(take func() string) Option {
+	return func(o *options) { o.spare = take }
 }
 
 func buildOptions(p *Params, opts []Option) *options {

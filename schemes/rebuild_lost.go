@@ -68,7 +68,7 @@ func (b *rebuilder) prepareLost(hellos map[int]*hello) error {
 		return err
 	}
 	b.lw = lw
-	w, err := createRedFile(b.path, b.m.Set.Nodes[x], b.bs, segs)
+	w, err := createRedFile(b.path, b.m.Set.Nodes[x], b.bs, segs, b.o.spare)
 	if err != nil {
 		return err
 	}

@@ -66,8 +66,9 @@ type segWriter struct {
 }
 
 // createRedFile removes this member's older redundancy files and starts
-// writing path.tmp with the given segments (their Offset is computed here).
-func createRedFile(path string, node, blockSize int, segs []Segment) (*redWriter, error) {
+// writing path.tmp with the given segments (their Offset is computed here),
+// over a spare file when spare (may be nil) offers one.
+func createRedFile(path string, node, blockSize int, segs []Segment, spare func() string) (*redWriter, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
@@ -76,7 +77,7 @@ func createRedFile(path string, node, blockSize int, segs []Segment) (*redWriter
 		return nil, err
 	}
 	w := &redWriter{path: path, tmp: path + ".tmp", bs: blockSize}
-	f, err := os.OpenFile(w.tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	f, err := openTmp(w.tmp, spare)
 	if err != nil {
 		return nil, fmt.Errorf("create redundancy file: %w", err)
 	}
@@ -88,6 +89,20 @@ func createRedFile(path string, node, blockSize int, segs []Segment) (*redWriter
 		off += sg.Length
 	}
 	return w, nil
+}
+
+// openTmp opens tmp for writing from scratch: a spare renamed to tmp and
+// kept whole (finish cuts it to size), or else a new empty file. A spare that
+// cannot be used is left to its owner, who deletes unused spares.
+func openTmp(tmp string, spare func() string) (*os.File, error) {
+	if spare != nil {
+		if p := spare(); p != "" && os.Rename(p, tmp) == nil {
+			if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+				return f, nil
+			}
+		}
+	}
+	return os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 }
 
 // write appends b to segment i.
@@ -133,6 +148,10 @@ func (w *redWriter) finish(h *Header) error {
 	// so even the .tmp of a crashed writer never passes for a good file.
 	if _, err := w.f.WriteAt(pre.encode(), 0); err != nil {
 		return fmt.Errorf("write %s: %w", w.tmp, err)
+	}
+	// A spare may be longer than this file.
+	if err := w.f.Truncate(preambleSize + dataLen + int64(len(tail))); err != nil {
+		return fmt.Errorf("truncate %s: %w", w.tmp, err)
 	}
 	if err := w.f.Sync(); err != nil {
 		return fmt.Errorf("sync %s: %w", w.tmp, err)
