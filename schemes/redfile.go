@@ -92,13 +92,20 @@ func createRedFile(path string, node, blockSize int, segs []Segment, spare func(
 }
 
 // openTmp opens tmp for writing from scratch: a spare renamed to tmp and
-// kept whole (finish cuts it to size), or else a new empty file. A spare that
-// cannot be used is left to its owner, who deletes unused spares.
+// kept whole (finish cuts it to size), or else a new empty file. A spare's
+// old preamble is wiped first, so that until finish writes the new one the
+// file has no magic, as a new file would not. A spare that cannot be used is
+// deleted: taking it made it ours.
 func openTmp(tmp string, spare func() string) (*os.File, error) {
 	if spare != nil {
-		if p := spare(); p != "" && os.Rename(p, tmp) == nil {
-			if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
-				return f, nil
+		if p := spare(); p != "" {
+			if err := os.Rename(p, tmp); err != nil {
+				os.Remove(p)
+			} else if f, err := os.OpenFile(tmp, os.O_RDWR, 0); err == nil {
+				if _, err := f.WriteAt(make([]byte, preambleSize), 0); err == nil {
+					return f, nil
+				}
+				f.Close()
 			}
 		}
 	}
