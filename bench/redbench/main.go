@@ -28,6 +28,7 @@ type options struct {
 	dir, bin         string
 	rebuild, verbose bool
 	settings         []string // extra SCRFS_* settings for every daemon
+	link             string   // tc rate each node may receive at, or "" for the bare loopback
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -45,6 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.bin, "bin", "", "scrfs binary to run (default: go build ./cmd/scrfs)")
 	fs.BoolVar(&o.rebuild, "rebuild", true, "measure rebuilds after node losses")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
+	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
 	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
 		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
 			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
@@ -54,6 +56,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if o.link != "" && !linkRate.MatchString(o.link) {
+		return o, fmt.Errorf("-link %q: want a rate such as 2gbit or 500mbit", o.link)
 	}
 	var err error
 	if o.size, err = parseSize(*sizeArg); err != nil || o.size < 1 {
@@ -122,6 +127,13 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if b.port, err = loopback.FreePort(o.nodes); err != nil {
 		return err
+	}
+	if o.link != "" {
+		unshape, err := shapeLinks(o.link, o.nodes)
+		if err != nil {
+			return err
+		}
+		defer unshape()
 	}
 	sizes := []int64{o.size}
 	if o.small > 0 {

@@ -399,3 +399,16 @@ func TestReadsStores(t *testing.T) {
 		t.Errorf("rs(k=2) stores %d, want two chunks", got)
 	}
 }
+
+func TestLinkFlag(t *testing.T) {
+	for _, rate := range []string{"2gbit", "500mbit", "1.5gbit", "100kbit"} {
+		if o, err := parseFlags([]string{"-link", rate}, io.Discard); err != nil || o.link != rate {
+			t.Errorf("-link %s: %+v, %v", rate, o.link, err)
+		}
+	}
+	for _, rate := range []string{"2G", "gbit", "0gbit", "2 gbit", "-1mbit", "2gbit; reboot"} {
+		if _, err := parseFlags([]string{"-link", rate}, io.Discard); err == nil {
+			t.Errorf("-link %q accepted", rate)
+		}
+	}
+}

@@ -23,6 +23,9 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 	results map[string][]*sizeResult) {
 	fmt.Fprintf(w, "\nscrfs redundancy, %d daemons in one set on %s–%s, caches in %s; one file of B bytes per node written through the mounts (1 MiB writes); median [min–max] of %d rounds after an untimed warm-up\n",
 		o.nodes, loopback.IP(0), loopback.IP(o.nodes-1), o.dir, o.rounds)
+	if o.link != "" {
+		fmt.Fprintf(w, "links shaped (-link): what each node's address receives is capped at %s by an HTB qdisc on lo, for every figure below\n", o.link)
+	}
 
 	full := sizes[len(sizes)-1]
 	fmt.Fprintf(w, "\n(a) network bound: the bytes each scheme moves between the nodes (worked out from docs/formats-redundancy.md),\n"+
