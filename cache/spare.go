@@ -44,7 +44,7 @@ func (s *Store) spareDir() string {
 func (s *Store) setAsideSpares(dir string) {
 	meta := layout.DatasetMetaDir(dir)
 	entries, err := os.ReadDir(meta)
-	if err != nil {
+	if err != nil || os.MkdirAll(s.spareDir(), 0o700) != nil {
 		return
 	}
 	for _, e := range entries {
@@ -57,9 +57,6 @@ func (s *Store) setAsideSpares(dir string) {
 		info, err := e.Info()
 		if err != nil || info.Size() == 0 {
 			continue
-		}
-		if err := os.MkdirAll(s.spareDir(), 0o700); err != nil {
-			return
 		}
 		s.spareSeq++
 		dst := filepath.Join(s.spareDir(), strconv.FormatUint(s.spareSeq, 10))

@@ -83,6 +83,13 @@ func (d *Daemon) newProtector() (*protector, error) {
 	return p, nil
 }
 
+// options are what every encode and rebuild on this node shares: the
+// daemon's piece buffers, and the cache's spare redundancy files to write
+// over.
+func (p *protector) options(more ...schemes.Option) []schemes.Option {
+	return append([]schemes.Option{schemes.WithBuffers(p.bufs), schemes.WithSpare(p.d.store.TakeSpare)}, more...)
+}
+
 // coordinator is the node that gathers readiness for this node's set.
 func (p *protector) coordinator() int { return p.member.Set.Nodes[0] }
 
@@ -105,7 +112,7 @@ func (p *protector) protect(info cache.Info) {
 
 	if p.params.Kind == schemes.Single {
 		// No redundancy: record the files' metadata so a restart can verify them.
-		if _, err := schemes.Encode(p.d.ctx, p.params, m, nil, schemes.WithBuffers(p.bufs)); err != nil {
+		if _, err := schemes.Encode(p.d.ctx, p.params, m, nil, p.options()...); err != nil {
 			log.Warn("record dataset metadata", "err", err)
 		}
 		return
@@ -131,7 +138,7 @@ func (p *protector) protect(info cache.Info) {
 	}
 	start := time.Now()
 	links := &streamLinks{d: p.d, nodes: m.Set.Nodes, prefix: "enc/" + info.Name + "/" + v.Attempt}
-	res, err := schemes.Encode(p.d.ctx, p.params, m, links, schemes.WithBuffers(p.bufs), schemes.WithSpare(p.d.store.TakeSpare))
+	res, err := schemes.Encode(p.d.ctx, p.params, m, links, p.options()...)
 	links.close()
 	if err != nil {
 		p.degrade(info.Name, "encode failed: "+err.Error())

@@ -274,8 +274,8 @@ func (r *rebuilder) handleRebuild(ctx context.Context, from int, req json.RawMes
 	defer r.untrack(route.Name)
 	log.Info("rebuilding dataset", "restoring_here", lost)
 	links := &streamLinks{d: d, nodes: m.Set.Nodes, prefix: "reb/" + m.Dataset + "/" + msg.Attempt}
-	res, err := schemes.Rebuild(ctx, r.p.params, m, msg.Lost, links, schemes.WithBuffers(r.p.bufs), schemes.WithSpare(r.p.d.store.TakeSpare),
-		schemes.WithProgress(func(done, total int64) { r.setProgress(prog, done, total) }))
+	res, err := schemes.Rebuild(ctx, r.p.params, m, msg.Lost, links,
+		r.p.options(schemes.WithProgress(func(done, total int64) { r.setProgress(prog, done, total) }))...)
 	links.close()
 	if err != nil {
 		d.metrics.rebuildFailures.Inc()

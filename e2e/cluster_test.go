@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,10 +23,11 @@ type Cluster struct {
 // NewCluster prepares n daemons that know each other; env applies to all.
 func NewCluster(t *testing.T, n int, env ...string) *Cluster {
 	t.Helper()
-	port := freePort(t, n)
+	// One address more than nodes: replace may start a node on a spare host.
+	port := strconv.Itoa(freePort(t, n+1))
 	c := &Cluster{t: t}
 	for i := range n {
-		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.%d:%d", i+1, port))
+		c.Addrs = append(c.Addrs, net.JoinHostPort(loopback.IP(i), port))
 	}
 	common := append([]string{
 		"SCRFS_CLUSTER_NODES=" + strings.Join(c.Addrs, ","),

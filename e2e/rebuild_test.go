@@ -3,11 +3,14 @@ package e2e
 import (
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/loopback"
 )
 
 // treeMeta records, for every entry below root, its sha256 (or link
@@ -93,7 +96,8 @@ func (c *Cluster) replace(t *testing.T, i int, spare bool) *Node {
 		}
 	}
 	addrs := append([]string(nil), c.Addrs...)
-	addrs[i] = fmt.Sprintf("127.0.0.%d", len(c.Addrs)+1) + c.Addrs[i][strings.LastIndex(c.Addrs[i], ":"):]
+	_, port, _ := net.SplitHostPort(c.Addrs[i])
+	addrs[i] = net.JoinHostPort(loopback.IP(len(c.Addrs)), port)
 	n := NewNode(t, append(env, "SCRFS_CLUSTER_NODES="+strings.Join(addrs, ","))...)
 	c.Nodes[i] = n
 	return n
