@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/fs"
 )
@@ -33,7 +34,7 @@ type Daemon struct {
 	controlDir string
 	node, size int // node index and number of nodes in the job
 
-	cluster     *Cluster
+	cluster     *cluster.Cluster
 	rpc         *rpc
 	ctx         context.Context // cancelled when the daemon stops; for background work
 	reg         *prometheus.Registry
@@ -57,18 +58,18 @@ func Run(ctx context.Context, o Options) error {
 		version:    o.Version,
 		mountpoint: o.Mountpoint,
 		started:    time.Now(),
-		cacheDir:   CacheDir(o.Config),
-		controlDir: ControlDir(o.Config),
+		cacheDir:   cluster.CacheDir(o.Config),
+		controlDir: cluster.ControlDir(o.Config),
 		size:       1,
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
-	cluster, err := ResolveCluster(d.cfg, os.Environ())
+	cl, err := cluster.ResolveCluster(d.cfg, os.Environ())
 	if err != nil {
 		return err
 	}
-	d.cluster, d.node, d.size = cluster, cluster.Self, cluster.Size()
+	d.cluster, d.node, d.size = cl, cl.Self, cl.Size()
 	d.log = d.log.With("node", d.node)
 	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.node)
 	d.metrics = newRedundancyMetrics(d.reg)

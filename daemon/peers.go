@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/peer"
 )
@@ -15,7 +16,7 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 	if d.size == 1 {
 		return nil
 	}
-	secret, err := LoadSecret(d.cfg)
+	secret, err := cluster.LoadSecret(d.cfg)
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,9 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/daemon"
 )
 
 // command is one subcommand.
@@ -119,7 +119,7 @@ func (e *env) controlClient(dir, cfgFile string) (*control.Client, bool) {
 		if !ok {
 			return nil, false
 		}
-		dir = daemon.ControlDir(cfg)
+		dir = cluster.ControlDir(cfg)
 	}
 	return control.NewClient(dir), true
 }

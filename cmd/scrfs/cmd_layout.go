@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/scrfs/scrfs/daemon"
+	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -23,7 +23,7 @@ func runLayout(e *env, args []string) int {
 	if !ok {
 		return exitConfig
 	}
-	c, err := daemon.ResolveCluster(cfg, os.Environ())
+	c, err := cluster.ResolveCluster(cfg, os.Environ())
 	if err != nil {
 		e.errorf("%v", err)
 		return exitConfig
