@@ -5,9 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/layout"
@@ -34,15 +36,51 @@ func LoadSecret(cfg *config.Config) ([]byte, error) {
 			return nil, err
 		}
 	}
-	data, err := os.ReadFile(path)
+	data, err := readPrivate(path)
 	if err != nil {
-		return nil, fmt.Errorf("job secret: %w", err)
+		return nil, err
 	}
 	secret := strings.TrimSpace(string(data))
 	if len(secret) < minSecret {
 		return nil, fmt.Errorf("job secret %s holds %d bytes; at least %d are needed", path, len(secret), minSecret)
 	}
 	return []byte(secret), nil
+}
+
+// ErrSecretExposed means the secret file can be read by users other than
+// its owner: any of them could join the job's peer network.
+var ErrSecretExposed = errors.New("job secret file is readable by group or others")
+
+// readPrivate reads the secret file, refusing one that group or others may
+// read (or one owned by another user, who could swap it), as ssh does with
+// private keys. The check is on the open file, so a rename in between
+// changes nothing.
+func readPrivate(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("job secret: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("job secret: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("job secret %s is not a regular file", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		return nil, fmt.Errorf("%w: %s has mode %04o; run chmod 600 %s (and choose a new secret if others may have read it)",
+			ErrSecretExposed, path, fi.Mode().Perm(), path)
+	case ok && int(st.Uid) != os.Geteuid() && os.Geteuid() != 0:
+		return nil, fmt.Errorf("job secret %s belongs to uid %d, not to you (uid %d), who could change it", path, st.Uid, os.Geteuid())
+	}
+	// A secret is a line of hex; anything large is not one.
+	data, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return nil, fmt.Errorf("job secret: %w", err)
+	}
+	return data, nil
 }
 
 // createSecret creates path with a random secret unless it exists. The

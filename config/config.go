@@ -92,6 +92,9 @@ type Fuse struct {
 type Metrics struct {
 	// Listen is host:port; "" disables the endpoint.
 	Listen string `toml:"listen" help:"address of the Prometheus metrics endpoint"`
+	// Pprof serves Go profiles under /debug/pprof/ on the same listener;
+	// off by default, since anyone who reaches the port could read them.
+	Pprof bool `toml:"pprof" help:"serve Go profiles under /debug/pprof/ on the metrics listener"`
 }
 
 // Log configures the daemon's log output.

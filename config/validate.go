@@ -145,8 +145,24 @@ func (c *Config) validateLocal(v *checker) {
 			v.fail("metrics.listen", `%v; want "host:port" like "127.0.0.1:9464" or ":9464", or "" for no endpoint`, err)
 		}
 	}
+	if c.Metrics.Pprof && !loopbackListen(c.Metrics.Listen) {
+		v.fail("metrics.pprof", "needs a loopback metrics.listen (127.0.0.1, [::1] or localhost), not %s: profiles show the daemon's memory to whoever reaches the port", quote(c.Metrics.Listen))
+	}
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
+}
+
+// loopbackListen reports whether listen is host:port on a loopback host.
+func loopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkHostPort checks that s is "host:port" with a numeric port of at least

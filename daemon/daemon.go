@@ -102,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer stopControl()
 
-	stopMetrics, bound := serveMetrics(d.cfg.Metrics.Listen, d.reg, d.log)
+	stopMetrics, bound := serveMetrics(d.cfg.Metrics.Listen, d.cfg.Metrics.Pprof, d.reg, d.log)
 	d.metricsAddr = bound
 	defer stopMetrics()
 

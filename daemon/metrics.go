@@ -34,9 +34,12 @@ func newRegistry(job, version string, node int) *prometheus.Registry {
 	return reg
 }
 
-// serveMetrics starts the Prometheus endpoint. A busy address is reported and
+// serveMetrics starts the Prometheus endpoint, with Go profiles under
+// /debug/pprof/ only if withPprof (metrics.pprof, which validation allows
+// only on a loopback address): profiles show the daemon's memory and
+// goroutines to whoever reaches the port. A busy address is reported and
 // the daemon runs on without metrics: checkpoints matter more than graphs.
-func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), bound string) {
+func serveMetrics(addr string, withPprof bool, reg *prometheus.Registry, log *slog.Logger) (stop func(), bound string) {
 	if addr == "" {
 		return func() {}, ""
 	}
@@ -47,18 +50,18 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	// Profiles, for diagnosing a slow node in place; metrics.listen is a
-	// loopback address unless the operator chose otherwise.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
-	log.Info("metrics endpoint listening", "addr", ln.Addr().String())
+	log.Info("metrics endpoint listening", "addr", ln.Addr().String(), "pprof", withPprof)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
