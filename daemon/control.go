@@ -55,7 +55,7 @@ func (d *Daemon) handleComplete(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := d.completeEverywhere(req.Name); err != nil {
+	if err := d.protect.Load().CompleteEverywhere(req.Name); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -87,7 +87,7 @@ func (d *Daemon) status() control.Status {
 		st.Datasets = append(st.Datasets, datasetStatus(ds.Info()))
 	}
 	d.addRebuilds(&st)
-	d.addFlushes(&st)
+	d.flusher.AddStatus(&st)
 	for _, info := range d.store.Failures() {
 		st.Failed = append(st.Failed, datasetStatus(info))
 	}
@@ -143,20 +143,17 @@ func writeError(w http.ResponseWriter, err error) {
 // addRebuilds shows rebuilds under way: on the datasets' rows where this
 // node is a survivor, as rows of state "rebuilding" where it is restored.
 func (d *Daemon) addRebuilds(st *control.Status) {
-	if d.rebuild == nil {
-		return
-	}
-	for _, p := range d.rebuild.rebuilding() {
-		prog := &control.Progress{DoneBytes: p.done, TotalBytes: p.total, Started: p.started}
+	for _, p := range d.protect.Load().Rebuilding() {
+		prog := &control.Progress{DoneBytes: p.Done, TotalBytes: p.Total, Started: p.Started}
 		found := false
 		for i := range st.Datasets {
-			if st.Datasets[i].Name == p.route.Name {
+			if st.Datasets[i].Name == p.Route.Name {
 				st.Datasets[i].Rebuild, found = prog, true
 			}
 		}
 		if !found {
-			st.Datasets = append(st.Datasets, control.Dataset{Name: p.route.Name, State: "rebuilding",
-				Kind: string(p.route.Kind), Root: p.route.Root, Created: p.started, Rebuild: prog})
+			st.Datasets = append(st.Datasets, control.Dataset{Name: p.Route.Name, State: "rebuilding",
+				Kind: string(p.Route.Kind), Root: p.Route.Root, Created: p.Started, Rebuild: prog})
 		}
 	}
 }

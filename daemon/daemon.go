@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,11 @@ import (
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/fs"
+	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/peer"
+	"github.com/scrfs/scrfs/redundancy"
+	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // Options say what to run.
@@ -35,22 +41,38 @@ type Daemon struct {
 	node, size int // node index and number of nodes in the job
 
 	cluster     *cluster.Cluster
-	rpc         *rpc
-	ctx         context.Context // cancelled when the daemon stops; for background work
 	reg         *prometheus.Registry
-	metrics     *redundancyMetrics
-	protect     *protector
-	rebuild     *rebuilder
-	flusher     *flusher
 	store       *cache.Store
 	fsys        *fs.FS
 	mount       *fs.Mount
-	metricsAddr string // bound metrics address
+	mux         *jobnet.Mux
+	peer        *peer.Node // nil in a job of one node
+	metricsAddr string     // bound metrics address
 	ready       atomic.Bool
+
+	// The protocols exist once the store is open; its callbacks may fire
+	// before (an idle rule's timer), and then find them nil.
+	protect atomic.Pointer[redundancy.Protector]
+	flusher *transfer.Flusher
 }
 
-// Run runs a daemon until ctx is cancelled, then shuts it down cleanly.
-// It returns an error if the daemon could not start or stop properly.
+// errCodes are the sentinel errors that keep their identity between
+// nodes, so that (say) a flush of a dataset node 0 does not know reaches the
+// CLI as "not found".
+var errCodes = []jobnet.Code{
+	{Name: "not_found", Err: cache.ErrNotFound},
+	{Name: "read_only", Err: cache.ErrReadOnly},
+	{Name: "exists", Err: cache.ErrExists},
+	{Name: "not_empty", Err: cache.ErrNotEmpty},
+	{Name: "too_many_lost", Err: schemes.ErrTooManyLost},
+	{Name: "corrupt", Err: schemes.ErrCorrupt},
+	{Name: "mismatch", Err: schemes.ErrMismatch},
+}
+
+// Run runs a daemon until ctx is cancelled, then shuts it down cleanly:
+// control and metrics stop, the mount is unmounted (lazily if busy), the
+// protocols end and are waited for, then the store closes. It returns an
+// error if the daemon could not start or stop properly.
 func Run(ctx context.Context, o Options) error {
 	d := &Daemon{
 		cfg:        o.Config,
@@ -60,7 +82,6 @@ func Run(ctx context.Context, o Options) error {
 		started:    time.Now(),
 		cacheDir:   cluster.CacheDir(o.Config),
 		controlDir: cluster.ControlDir(o.Config),
-		size:       1,
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -72,25 +93,19 @@ func Run(ctx context.Context, o Options) error {
 	d.cluster, d.node, d.size = cl, cl.Self, cl.Size()
 	d.log = d.log.With("node", d.node)
 	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.node)
-	d.metrics = newRedundancyMetrics(d.reg)
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	d.ctx = ctx
 
 	if err := d.openStore(); err != nil {
 		return err
 	}
 	defer d.store.Close()
+	d.fsys = fs.New(fs.Options{Store: d.store, Logger: d.log, Registerer: d.reg})
 
-	d.rpc = newRPC(d.node, d.size)
-	d.registerCompletion()
-	if d.protect, err = d.newProtector(); err != nil {
+	d.mux = jobnet.NewMux(d.node, errCodes...)
+	stopProtocols, err := d.startProtocols()
+	if err != nil {
 		return err
 	}
-	d.rebuild = d.newRebuilder()
-	if d.flusher, err = d.newFlusher(); err != nil {
-		return err
-	}
+	defer stopProtocols()
 	if err := d.startPeers(ctx); err != nil {
 		return err
 	}
@@ -110,7 +125,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d.restore(ctx)
-	d.flusher.start()
+	d.flusher.Start()
 	d.ready.Store(true)
 	d.log.Info("scrfs ready", "mountpoint", d.mount.Dir(), "cache", d.cacheDir, "control", d.controlDir,
 		"data_path", d.dataPath(), "job", d.cfg.Job.ID, "pid", os.Getpid())
@@ -149,8 +164,56 @@ func (d *Daemon) openStore() error {
 	return nil
 }
 
+// startProtocols creates the redundancy and transfer protocols, which
+// register their requests on the mux before any peer can call. stop closes
+// them and waits for their goroutines.
+func (d *Daemon) startProtocols() (stop func(), err error) {
+	kind, err := schemes.ParseKind(d.cluster.Scheme.Kind)
+	if err != nil {
+		return nil, err
+	}
+	set, _ := d.cluster.Layout.Find(d.node)
+	c := d.cfg
+	p, err := redundancy.New(redundancy.Options{
+		Mux: d.mux, Store: d.store, Mount: d.fsys, Nodes: d.size,
+		Set: slices.Clone(set.Members), Group: set.ID, Groups: len(d.cluster.Layout.Sets),
+		Params: schemes.Params{Kind: kind, Size: len(set.Members), Replicas: d.cluster.Scheme.Replicas,
+			Parity: d.cluster.Scheme.Parity, PieceSize: int(c.Redundancy.PieceSize)},
+		Timeout:        c.Redundancy.Timeout.Duration,
+		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
+		MemberTimeout:  c.Restart.MemberTimeout.Duration,
+		OnSettled:      func(name string) { d.flusher.Settled(name) },
+		Logger:         d.log,
+		Registerer:     d.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	f, err := transfer.New(transfer.Options{
+		Mux: d.mux, Store: d.store, Mount: d.fsys, Nodes: d.size,
+		Prefix: c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
+		Streams: c.Flush.Streams, CRC: c.Flush.CRC, Async: c.Flush.Async, Bandwidth: int64(c.Flush.Bandwidth),
+		ControlDir: d.controlDir, Started: d.started,
+		SettleWait:     2*c.Redundancy.Timeout.Duration + c.Cluster.ConnectTimeout.Duration,
+		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
+		MemberTimeout:  c.Restart.MemberTimeout.Duration,
+		OnFetched:      p.Protect,
+		Logger:         d.log,
+		Registerer:     d.reg,
+	})
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	d.flusher = f
+	d.protect.Store(p)
+	return func() {
+		p.Close()
+		f.Close()
+	}, nil
+}
+
 func (d *Daemon) mountFS() error {
-	d.fsys = fs.New(fs.Options{Store: d.store, Logger: d.log, Registerer: d.reg})
 	f := d.cfg.Fuse
 	m, err := d.fsys.Mount(d.mountpoint, fs.MountOptions{
 		MaxWrite:        int(f.MaxWrite),
@@ -198,13 +261,25 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 
 // onComplete starts protecting a dataset that just completed here.
 func (d *Daemon) onComplete(info cache.Info) {
-	go d.protect.protect(info)
+	if p := d.protect.Load(); p != nil {
+		p.Protect(info)
+	}
 }
 
-// onRemove drops an evicted or failed dataset from the kernel's caches.
+// onRuleFired makes a completion rule that fired here a job-wide event.
+func (d *Daemon) onRuleFired(r cache.Route, reason string) {
+	if p := d.protect.Load(); p != nil {
+		p.RuleFired(r, reason)
+	}
+}
+
+// onRemove drops an evicted or failed dataset from the kernel's caches and
+// from the flush bookkeeping.
 func (d *Daemon) onRemove(info cache.Info) {
 	if d.fsys != nil {
 		d.fsys.Forget(cache.Route{Name: info.Name, Kind: info.Kind, Root: info.Root})
 	}
-	d.flusher.lost(info)
+	if d.protect.Load() != nil {
+		d.flusher.Lost(info)
+	}
 }

@@ -27,7 +27,7 @@ func newRegistry(job, version string, node int) *prometheus.Registry {
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "scrfs", Name: "node_info",
 		Help:        "Constant 1, labelled with the daemon's job, node index and version.",
-		ConstLabels: prometheus.Labels{"job_id": job, "node": itoa(node), "version": version},
+		ConstLabels: prometheus.Labels{"job_id": job, "node": strconv.Itoa(node), "version": version},
 	})
 	info.Set(1)
 	reg.MustRegister(info)
@@ -69,4 +69,3 @@ func serveMetrics(addr string, withPprof bool, reg *prometheus.Registry, log *sl
 	}, ln.Addr().String()
 }
 
-func itoa(i int) string { return strconv.Itoa(i) }

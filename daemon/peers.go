@@ -3,10 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/peer"
 )
 
@@ -30,14 +30,15 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 		DialTimeout: c.ConnectTimeout.Duration,
 		IOTimeout:   c.IOTimeout.Duration,
 		Heartbeat:   c.Heartbeat.Duration,
-		Handlers:    d.rpc.peerHandlers(),
+		Handlers:    jobnet.PeerHandlers(d.mux, d.mux.Kinds()),
 		Logger:      d.log,
 		Registerer:  d.reg,
 	})
 	if err != nil {
 		return fmt.Errorf("peer: %w", err)
 	}
-	d.rpc.node = node
+	d.peer = node
+	d.mux.Attach(jobnet.OverPeer(node))
 	set, _ := d.cluster.Layout.Find(d.node)
 	var others []int
 	for _, m := range set.Members {
@@ -55,34 +56,19 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 }
 
 func (d *Daemon) stopPeers() {
-	if d.rpc.node != nil {
-		d.rpc.node.Close()
+	if d.peer != nil {
+		d.peer.Close()
 	}
 }
 
 // peerStatus reports the link to every other member of this node's set.
 func (d *Daemon) peerStatus() []control.Peer {
 	out := []control.Peer{}
-	if d.rpc == nil || d.rpc.node == nil {
+	if d.peer == nil {
 		return out
 	}
-	for _, l := range d.rpc.node.Links() {
+	for _, l := range d.peer.Links() {
 		out = append(out, control.Peer{Index: l.Peer, Addr: l.Addr, Up: l.Up, Since: l.Since, LastError: l.LastError})
 	}
 	return out
 }
-
-// othersThan returns every node index of the job except self.
-func (d *Daemon) others() []int {
-	var out []int
-	for i := 0; i < d.size; i++ {
-		if i != d.node {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// broadcastTimeout bounds how long a job-wide notification keeps trying an
-// unreachable node before giving up on it.
-func (d *Daemon) broadcastTimeout() time.Duration { return d.cfg.Cluster.ConnectTimeout.Duration }

@@ -15,23 +15,24 @@ import (
 // dataset is left, the newest complete one is fetched from the prefix.
 func (d *Daemon) restore(ctx context.Context) {
 	d.store.FailWriting("incomplete: it was being written when the daemon stopped")
+	p := d.protect.Load()
 	switch {
 	case !d.cfg.Restart.FromCache:
 		for _, ds := range d.store.Datasets() {
 			d.store.Drop(ds.Name(), "restart.from_cache = false")
 		}
-	case d.size > 1 && d.protect.params.Kind != schemes.Single:
-		d.rebuild.restart(ctx)
+	case d.size > 1 && p.Scheme() != schemes.Single:
+		p.Restart(ctx)
 	default:
 		// Datasets completed but not yet recorded when the daemon stopped.
 		for _, ds := range d.store.Datasets() {
 			if info := ds.Info(); info.State == cache.Complete {
-				go d.protect.protect(info)
+				p.Protect(info)
 			}
 		}
 	}
 	if !d.haveCheckpoint() {
-		d.fetchFromPrefix(ctx)
+		d.flusher.Fetch(ctx)
 	}
 }
 

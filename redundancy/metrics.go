@@ -1,12 +1,12 @@
-package daemon
+package redundancy
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/schemes"
 )
 
-// redundancyMetrics are the series of encoding and rebuilding.
-type redundancyMetrics struct {
+// metrics are the series of encoding and rebuilding.
+type metrics struct {
 	encodeSeconds *prometheus.HistogramVec
 	encodeBytes   *prometheus.CounterVec
 	degraded      prometheus.Counter
@@ -16,8 +16,8 @@ type redundancyMetrics struct {
 	rebuildFailures prometheus.Counter
 }
 
-func newRedundancyMetrics(reg prometheus.Registerer) *redundancyMetrics {
-	m := &redundancyMetrics{
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		encodeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "scrfs", Subsystem: "redundancy", Name: "encode_duration_seconds",
 			Help: "Time this node spent encoding a dataset across its set, by scheme.",
@@ -47,16 +47,18 @@ func newRedundancyMetrics(reg prometheus.Registerer) *redundancyMetrics {
 			Help: "Rebuilds that failed on this node.",
 		}),
 	}
-	reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded, m.rebuildSeconds, m.rebuildBytes, m.rebuildFailures)
+	if reg != nil {
+		reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded, m.rebuildSeconds, m.rebuildBytes, m.rebuildFailures)
+	}
 	return m
 }
 
-func (m *redundancyMetrics) rebuilt(r *schemes.Result) {
+func (m *metrics) rebuilt(r *schemes.Result) {
 	m.rebuildSeconds.Observe(r.Duration.Seconds())
 	m.rebuildBytes.Add(float64(r.DataBytes))
 }
 
-func (m *redundancyMetrics) encoded(scheme string, r *schemes.Result) {
+func (m *metrics) encoded(scheme string, r *schemes.Result) {
 	m.encodeSeconds.WithLabelValues(scheme).Observe(r.Duration.Seconds())
 	m.encodeBytes.WithLabelValues(scheme).Add(float64(r.DataBytes))
 }

@@ -1,17 +1,17 @@
-package daemon
+package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/flush"
-	"github.com/scrfs/scrfs/peer"
+	"github.com/scrfs/scrfs/jobnet"
 )
 
 // Fetching at start, when no node-local checkpoint survived: node 0 picks
@@ -86,47 +86,48 @@ type fetchStage struct {
 	res fetchReply
 }
 
-func (f *flusher) registerFetch() {
+func (f *Flusher) registerFetch() {
 	f.fetch.staged = map[string]fetchStage{}
-	f.d.rpc.handle("fetch-join", f.handleJoin)
-	f.d.rpc.handle("fetch", f.handleFetch)
-	f.d.rpc.handle("fetch-commit", f.handleCommit)
-	f.d.rpc.handle("fetch-abort", f.handleAbort)
+	jobnet.Handle(f.o.Mux, "fetch-join", f.handleJoin)
+	jobnet.Handle(f.o.Mux, "fetch", f.handleFetch)
+	jobnet.Handle(f.o.Mux, "fetch-commit", f.handleCommit)
+	jobnet.Handle(f.o.Mux, "fetch-abort", f.handleAbort)
 }
 
-// fetchFromPrefix fetches the newest usable dataset from the prefix into
-// the cache; restore calls it on a node that has no checkpoint left.
-func (d *Daemon) fetchFromPrefix(ctx context.Context) {
-	if d.cfg.Paths.Prefix == "" || !d.cfg.Fetch.Enabled {
+// Fetch fetches the newest usable dataset from the prefix into the cache,
+// together with every other node; the daemon's restore calls it when no
+// checkpoint is left in the cache, and returns once the fetch is over.
+func (f *Flusher) Fetch(ctx context.Context) {
+	if f.prefix == "" || !f.o.Fetch {
 		return
 	}
-	if d.node == 0 {
-		d.flusher.coordinateFetch(ctx)
+	if f.self == 0 {
+		f.coordinateFetch(ctx)
 		return
 	}
-	d.flusher.joinFetch(ctx)
+	f.joinFetch(ctx)
 }
 
 // endFetchDecision tells waiting joiners whether node 0 coordinates a fetch.
-func (f *flusher) endFetchDecision() {
+func (f *Flusher) endFetchDecision() {
 	f.fetch.decideOnce.Do(func() { close(f.fetch.decided) })
 	f.fetch.mu.Lock()
 	joined := f.fetch.joined
 	f.fetch.mu.Unlock()
-	if f.d.node != 0 && !joined && f.prefix != "" && f.d.cfg.Fetch.Enabled {
+	if f.self != 0 && !joined && f.prefix != "" && f.o.Fetch {
 		// Restarted from this node's cache: node 0 must not wait for us.
-		go func() {
-			ctx, cancel := context.WithTimeout(f.d.ctx, 2*f.d.broadcastTimeout())
+		f.g.Go(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, 2*f.o.ConnectTimeout)
 			defer cancel()
-			if err := f.d.rpc.call(ctx, 0, "fetch-join", joinMsg{Node: f.d.node}, nil); err != nil {
+			if err := f.o.Mux.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self}, nil); err != nil {
 				f.log.Debug("could not tell node 0 this node needs no fetch", "err", err)
 			}
-		}()
+		})
 	}
 }
 
 // joinFetch asks node 0 for a fetch and waits until it is over.
-func (f *flusher) joinFetch(ctx context.Context) {
+func (f *Flusher) joinFetch(ctx context.Context) {
 	f.fetch.mu.Lock()
 	f.fetch.joined = true
 	f.fetch.mu.Unlock()
@@ -136,7 +137,7 @@ func (f *flusher) joinFetch(ctx context.Context) {
 		return
 	}
 	var out fetchOutcome
-	if err := f.d.rpc.call(ctx, 0, "fetch-join", joinMsg{Node: f.d.node, Want: true}, &out); err != nil {
+	if err := f.o.Mux.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self, Want: true}, &out); err != nil {
 		f.log.Error("lost node 0 while fetching from the prefix: starting with an empty cache", "err", err)
 		return
 	}
@@ -148,13 +149,9 @@ func (f *flusher) joinFetch(ctx context.Context) {
 
 // handleJoin runs on node 0: a node asks for a fetch (or declines one) and
 // waits for the outcome.
-func (f *flusher) handleJoin(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[joinMsg](req)
-	if err != nil {
-		return nil, err
-	}
-	if f.d.node != 0 {
-		return nil, fmt.Errorf("node %d does not coordinate fetches (node 0 does)", f.d.node)
+func (f *Flusher) handleJoin(ctx context.Context, from int, m joinMsg) (any, error) {
+	if f.self != 0 {
+		return nil, fmt.Errorf("node %d does not coordinate fetches (node 0 does)", f.self)
 	}
 	select {
 	case <-f.fetch.decided:
@@ -184,7 +181,7 @@ func (f *flusher) handleJoin(ctx context.Context, from int, req json.RawMessage)
 }
 
 // coordinateFetch runs node 0's side of a fetch.
-func (f *flusher) coordinateFetch(ctx context.Context) {
+func (f *Flusher) coordinateFetch(ctx context.Context) {
 	c := &fetchCoord{done: make(chan struct{}), want: map[int]bool{}, changed: make(chan struct{})}
 	f.fetch.mu.Lock()
 	f.fetch.coord = c
@@ -200,10 +197,10 @@ func (f *flusher) coordinateFetch(ctx context.Context) {
 
 // usable is the daemon's test of an index entry: its files were flushed by
 // as many nodes as this job has, so node i fetches what node i flushed.
-func (f *flusher) usable(e flush.IndexEntry) bool { return e.Nodes == f.d.size }
+func (f *Flusher) usable(e flush.IndexEntry) bool { return e.Nodes == f.o.Nodes }
 
 // fetchNewest tries the candidates newest first until one is fetched.
-func (f *flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
+func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 	gathered := false
 	for ctx.Err() == nil {
 		ix, err := flush.ReadIndex(f.prefix)
@@ -253,7 +250,7 @@ func (f *flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 }
 
 // noCandidate explains why the index offers nothing to fetch.
-func (f *flusher) noCandidate(ix *flush.Index) string {
+func (f *Flusher) noCandidate(ix *flush.Index) string {
 	var failed, flushing, sized []string
 	for _, e := range ix.Datasets {
 		switch {
@@ -273,7 +270,7 @@ func (f *flusher) noCandidate(ix *flush.Index) string {
 		parts = append(parts, "never completed their flush: "+strings.Join(flushing, ", "))
 	}
 	if len(sized) > 0 {
-		parts = append(parts, fmt.Sprintf("flushed by another number of nodes than this job's %d: %s", f.d.size, strings.Join(sized, ", ")))
+		parts = append(parts, fmt.Sprintf("flushed by another number of nodes than this job's %d: %s", f.o.Nodes, strings.Join(sized, ", ")))
 	}
 	if ix.Current != "" {
 		parts = append(parts, "nothing older than the current dataset "+ix.Current+" is usable")
@@ -285,15 +282,15 @@ func (f *flusher) noCandidate(ix *flush.Index) string {
 // that declined (restarted from its cache) or stays silent past
 // cluster.connect_timeout + restart.member_timeout (it may be rebuilding
 // first) ends the fetch before it starts.
-func (f *flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
-	timeout := f.d.broadcastTimeout() + f.d.cfg.Restart.MemberTimeout.Duration
+func (f *Flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
+	timeout := f.o.ConnectTimeout + f.o.MemberTimeout
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
 		c.mu.Lock()
 		changed := c.changed
 		var declined, missing []int
-		for n := 1; n < f.d.size; n++ {
+		for n := 1; n < f.o.Nodes; n++ {
 			want, ok := c.want[n]
 			switch {
 			case !ok:
@@ -323,35 +320,35 @@ func (f *flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
 // tryFetch fetches dataset e on every node. Failures of the dataset (a
 // corrupt or missing file, a bad manifest) come back for the index; a node
 // that cannot be reached is fatal to the whole fetch, not the dataset's fault.
-func (f *flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []flush.FetchFailure, fatal error) {
+func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []flush.FetchFailure, fatal error) {
 	log := f.log.With("dataset", e.Name)
 	now := time.Now().UTC()
 	// A broken manifest fails the dataset without troubling the others.
 	if _, err := flush.ReadManifest(f.prefix, e.Name); err != nil {
-		return []flush.FetchFailure{{Time: now, Node: f.d.node, Reason: err.Error()}}, nil
+		return []flush.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
 	}
-	msg := fetchMsg{Dataset: e.Name, Round: token(), ID: e.ID, Kind: e.Kind, Root: e.Root}
+	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root}
 	log.Info("fetching from the prefix", "round", msg.Round, "bytes", e.Bytes, "files", e.Files, "flushed", e.Flushed)
-	errs := make([]error, f.d.size)
-	lost := make([]error, f.d.size)
+	errs := make([]error, f.o.Nodes)
+	lost := make([]error, f.o.Nodes)
 	var wg sync.WaitGroup
-	for n := range f.d.size {
+	for n := range f.o.Nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if n != f.d.node {
+			if n != f.self {
 				if err := f.waitLink(ctx, n); err != nil {
 					lost[n] = err
 					return
 				}
 			}
-			err := f.d.rpc.call(ctx, n, "fetch", msg, nil)
-			var re *peer.RemoteError
+			err := f.o.Mux.Call(ctx, n, "fetch", msg, nil)
+			var re *jobnet.RemoteError
 			switch {
 			case err == nil:
 			case errors.As(err, &re):
 				errs[n] = errors.New(re.Msg)
-			case n == f.d.node:
+			case n == f.self:
 				errs[n] = err
 			default:
 				lost[n] = fmt.Errorf("node %d: %w", n, err)
@@ -359,7 +356,7 @@ func (f *flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 		}()
 	}
 	wg.Wait()
-	for n := range f.d.size {
+	for n := range f.o.Nodes {
 		if errs[n] != nil {
 			failures = append(failures, flush.FetchFailure{Time: now, Node: n, Reason: errs[n].Error()})
 		}
@@ -371,9 +368,9 @@ func (f *flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 	if fatal != nil || len(failures) > 0 {
 		kind = "fetch-abort"
 	}
-	bctx, cancel := context.WithTimeout(ctx, f.d.broadcastTimeout())
+	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
-	for n, err := range f.d.rpc.callAll(bctx, f.d.rpc.all(), kind, msg) {
+	for n, err := range f.o.Mux.CallAll(bctx, f.all(), kind, msg) {
 		// A node that staged and cannot adopt now holds nothing: the
 		// others restart from e, it from nothing. Say so loudly.
 		log.Error("a node could not finish the fetch", "step", kind, "peer", n, "err", err)
@@ -385,7 +382,7 @@ func joinInts(ns []int) string {
 	sort.Ints(ns)
 	s := make([]string, len(ns))
 	for i, n := range ns {
-		s[i] = itoa(n)
+		s[i] = strconv.Itoa(n)
 	}
 	return strings.Join(s, ", ")
 }

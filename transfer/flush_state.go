@@ -1,4 +1,4 @@
-package daemon
+package transfer
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package daemon
+package transfer
 
 import (
 	"context"
@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/internal/group"
+	"github.com/scrfs/scrfs/jobnet"
 )
 
 // Flushing datasets to the prefix directory is a job-wide round that node 0
@@ -32,14 +36,75 @@ import (
 //
 // Fetching at start (fetch.go) is coordinated by node 0 the same way.
 
-// flusher is a node's flush and fetch machinery.
-type flusher struct {
-	d      *Daemon
+// Store is what transfers need of the node-local cache; *cache.Store
+// implements it.
+type Store interface {
+	Get(name string) *cache.Dataset
+	Datasets() []*cache.Dataset
+	SetFlush(name string, st cache.FlushStatus) error
+	StagingDir(name string) string
+	Adopt(r cache.Route, st cache.State, staged string) (*cache.Dataset, error)
+	ReserveIDs(next uint64)
+}
+
+// Mount is told of a dataset that appeared without the application
+// creating it here (a fetch).
+type Mount interface {
+	Appeared(r cache.Route)
+}
+
+// Options configure a Flusher.
+type Options struct {
+	Mux   *jobnet.Mux
+	Store Store
+	Mount Mount
+	// Nodes is the number of nodes in the job; this node is Mux.Self().
+	Nodes int
+	// Prefix is the directory on the parallel file system; "" disables
+	// flush and fetch.
+	Prefix string
+	// Every flushes every Every-th settled dataset (0: only on request).
+	Every int
+	// Fetch enables fetching the newest checkpoint at start.
+	Fetch bool
+	// Streams, CRC: flush.Options'. Bandwidth limits background flushes
+	// (bytes/s, 0 = unlimited) when Async.
+	Streams   int
+	CRC       bool
+	Async     bool
+	Bandwidth int64
+	// ControlDir keeps flush.json, what outlives datasets.
+	ControlDir string
+	// Started is when this daemon started: a dataset created on node 0
+	// before it and unknown here may have lost its files with an earlier
+	// daemon.
+	Started time.Time
+	// SettleWait bounds how long a node's part waits for its dataset to
+	// settle (complete, then protected or degraded).
+	SettleWait time.Duration
+	// ConnectTimeout bounds waiting for a node's link; MemberTimeout how
+	// long node 0 waits for the others to join a fetch beyond that.
+	ConnectTimeout time.Duration
+	MemberTimeout  time.Duration
+	// OnFetched is called for every dataset a fetch adopted into the
+	// cache (redundancy is not in the prefix: it must be applied again).
+	OnFetched  func(cache.Info)
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Flusher is a node's flush and fetch machinery. Create it with New before
+// the transport delivers calls; Close it before the store.
+type Flusher struct {
+	o      Options
+	self   int
 	log    *slog.Logger
 	prefix string // "" disables flush and fetch
 	every  int
 	opts   flush.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
 	met    *flushMetrics
+	g      *group.Group
+	ctx    context.Context // the group's: ends at Close
 
 	// started is closed once the daemon's restore is over: this node's
 	// flush jobs wait for it, so a flush never mistakes a dataset that a
@@ -61,16 +126,26 @@ type flusher struct {
 	fetched  map[string]flush.IndexEntry // datasets fetched at start, as the index listed them
 }
 
-// newFlusher creates the flusher and registers its requests; call it before
-// startPeers. On node 0 it also continues the dataset ids of the prefix's
-// index, whose order is by id across allocations.
-func (d *Daemon) newFlusher() (*flusher, error) {
-	f := &flusher{
-		d:        d,
-		log:      d.log,
-		prefix:   d.cfg.Paths.Prefix,
-		every:    d.cfg.Flush.Every,
-		met:      newFlushMetrics(d.reg),
+// New creates the Flusher and registers its requests on o.Mux. On node 0
+// it also continues the dataset ids of the prefix's index, whose order is
+// by id across allocations.
+func New(o Options) (*Flusher, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnFetched == nil {
+		o.OnFetched = func(cache.Info) {}
+	}
+	g := group.New(context.Background())
+	f := &Flusher{
+		o:        o,
+		self:     o.Mux.Self(),
+		log:      o.Logger,
+		prefix:   o.Prefix,
+		every:    o.Every,
+		met:      newFlushMetrics(o.Registerer),
+		g:        g,
+		ctx:      g.Context(),
 		started:  make(chan struct{}),
 		changed:  make(chan struct{}),
 		jobs:     map[string]*flushJob{},
@@ -80,46 +155,60 @@ func (d *Daemon) newFlusher() (*flusher, error) {
 		fetched:  map[string]flush.IndexEntry{},
 	}
 	f.fetch.decided = make(chan struct{})
-	st, err := loadFlushState(d.controlDir)
+	st, err := loadFlushState(o.ControlDir)
 	if err != nil {
 		f.log.Warn("flush state unreadable; starting the flush counter afresh", "err", err)
 	}
 	f.state = st
-	fm, err := flush.NewMetrics(d.reg)
+	fm, err := flush.NewMetrics(o.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	var limit *flush.Limiter
-	if d.cfg.Flush.Async {
+	if o.Async {
 		// SCR_FLUSH_ASYNC_BW limits background flushes only; a
 		// synchronous flush (flush.async = false) runs at full speed.
-		limit = flush.NewLimiter(int64(d.cfg.Flush.Bandwidth))
+		limit = flush.NewLimiter(o.Bandwidth)
 	}
-	f.opts = flush.Options{Streams: d.cfg.Flush.Streams, Limiter: limit, CRC: d.cfg.Flush.CRC,
-		Logger: d.log, Metrics: fm, Buffers: flush.NewBuffers(0)}
+	f.opts = flush.Options{Streams: o.Streams, Limiter: limit, CRC: o.CRC,
+		Logger: o.Logger, Metrics: fm, Buffers: flush.NewBuffers(0)}
 
-	d.rpc.handle("flush-request", f.handleRequest)
-	d.rpc.handle("flush-resume", f.handleResume)
-	d.rpc.handle("flush", f.handleFlush)
-	d.rpc.handle("flush-done", f.handleDone)
+	jobnet.Handle(o.Mux, "flush-request", f.handleRequest)
+	jobnet.Handle(o.Mux, "flush-resume", f.handleResume)
+	jobnet.Handle(o.Mux, "flush", f.handleFlush)
+	jobnet.Handle(o.Mux, "flush-done", f.handleDone)
 	f.registerFetch()
 
-	if d.node == 0 && f.prefix != "" {
+	if f.self == 0 && f.prefix != "" {
 		f.continueIndex()
 	}
-	go f.worker()
+	g.Go(func(context.Context) { f.worker() })
 	return f, nil
+}
+
+// Close cancels flushes and fetches under way (the intent of a round stays
+// recorded and is redone after a restart) and waits for every goroutine
+// the Flusher started.
+func (f *Flusher) Close() { f.g.Stop() }
+
+// all returns every node index of the job.
+func (f *Flusher) all() []int {
+	out := make([]int, f.o.Nodes)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // continueIndex reserves dataset ids after the index's largest and shows
 // the newest flushed dataset's age from the start.
-func (f *flusher) continueIndex() {
+func (f *Flusher) continueIndex() {
 	ix, err := flush.ReadIndex(f.prefix)
 	if err != nil {
 		f.log.Warn("prefix index unreadable: new datasets may be numbered before flushed ones", "err", err)
 		return
 	}
-	f.d.store.ReserveIDs(ix.MaxID() + 1)
+	f.o.Store.ReserveIDs(ix.MaxID() + 1)
 	for _, e := range ix.Datasets {
 		if e.State == flush.StateComplete {
 			f.met.flushed(e.Flushed)
@@ -127,29 +216,29 @@ func (f *flusher) continueIndex() {
 	}
 }
 
-// start runs once the daemon's restore is over: it releases this node's
+// Start runs once the daemon's restore is over: it releases this node's
 // flush jobs and picks up flushes a restart interrupted.
-func (f *flusher) start() {
+func (f *Flusher) Start() {
 	f.startOnce.Do(func() { close(f.started) })
 	f.endFetchDecision()
 	if f.prefix == "" {
 		return
 	}
-	go f.resume()
+	f.g.Go(func(context.Context) { f.resume() })
 }
 
-// settled is called on every node when a dataset's redundancy is settled
+// Settled is called on every node when a dataset's redundancy is settled
 // (protected, degraded, or complete under SINGLE). Waiting flush jobs look
 // again; node 0 counts the dataset and flushes every flush.every-th.
-func (f *flusher) settled(name string) {
+func (f *Flusher) Settled(name string) {
 	if f == nil {
 		return
 	}
 	f.broadcast()
-	if f.d.node != 0 || f.d.ctx.Err() != nil {
+	if f.self != 0 || f.ctx.Err() != nil {
 		return
 	}
-	ds := f.d.store.Get(name)
+	ds := f.o.Store.Get(name)
 	if ds == nil || !ds.State().Completed() {
 		return
 	}
@@ -158,7 +247,7 @@ func (f *flusher) settled(name string) {
 	counted := !fetched && f.state.count(name)
 	n := f.state.Settled
 	if counted {
-		if err := f.state.save(f.d.controlDir); err != nil {
+		if err := f.state.save(f.o.ControlDir); err != nil {
 			f.log.Warn("persist flush counter", "err", err)
 		}
 	}
@@ -171,8 +260,8 @@ func (f *flusher) settled(name string) {
 	}
 }
 
-// lost records a dataset that left this node's cache.
-func (f *flusher) lost(info cache.Info) {
+// Lost records a dataset that left this node's cache.
+func (f *Flusher) Lost(info cache.Info) {
 	if f == nil {
 		return
 	}
@@ -182,7 +271,7 @@ func (f *flusher) lost(info cache.Info) {
 	}
 	f.mu.Lock()
 	f.state.lose(info.Name, why)
-	err := f.state.save(f.d.controlDir)
+	err := f.state.save(f.o.ControlDir)
 	f.mu.Unlock()
 	if err != nil {
 		f.log.Warn("persist flush state", "err", err)
@@ -191,14 +280,16 @@ func (f *flusher) lost(info cache.Info) {
 }
 
 // broadcast wakes everyone waiting for a dataset to change.
-func (f *flusher) broadcast() {
+func (f *Flusher) broadcast() {
 	f.mu.Lock()
 	close(f.changed)
 	f.changed = make(chan struct{})
 	f.mu.Unlock()
 }
 
-func (f *flusher) changes() <-chan struct{} {
+// Changes returns a channel closed at the next change of any flush: a dataset
+// settled or left the cache, or a round ended.
+func (f *Flusher) Changes() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
@@ -212,7 +303,7 @@ type outcome struct {
 
 // setOutcome records the job-wide flush state of a dataset as this node
 // last heard it.
-func (f *flusher) setOutcome(name string, o outcome) {
+func (f *Flusher) setOutcome(name string, o outcome) {
 	f.mu.Lock()
 	f.outcomes[name] = o
 	if len(f.outcomes) > maxLost {
@@ -229,20 +320,23 @@ func (f *flusher) setOutcome(name string, o outcome) {
 // errNoPrefix is returned when a flush is asked for without a prefix.
 var errNoPrefix = errors.New("paths.prefix is not set: there is nowhere to flush to")
 
+// errClosing is returned for work asked of a Flusher that is closing.
+var errClosing = errors.New("this node is shutting down")
+
 // resume picks up flushes a restart interrupted. Node 0 redoes the rounds
 // it had scheduled and those the index shows unfinished for datasets still
 // in its cache; another node asks node 0 about each dataset it still has
 // scheduled.
-func (f *flusher) resume() {
+func (f *Flusher) resume() {
 	var scheduled []string
-	for _, ds := range f.d.store.Datasets() {
+	for _, ds := range f.o.Store.Datasets() {
 		if info := ds.Info(); info.Flush.State == cache.FlushScheduled || info.Flush.State == cache.FlushRunning {
 			scheduled = append(scheduled, info.Name)
 		}
 	}
-	if f.d.node != 0 {
+	if f.self != 0 {
 		for _, name := range scheduled {
-			go f.askResume(name)
+			f.g.Go(func(context.Context) { f.askResume(name) })
 		}
 		return
 	}
@@ -250,7 +344,7 @@ func (f *flusher) resume() {
 		f.log.Warn("prefix index unreadable: unfinished flushes are not resumed", "err", err)
 	} else {
 		for _, e := range ix.Datasets {
-			if ds := f.d.store.Get(e.Name); e.State == flush.StateFlushing && ds != nil && ds.State().Completed() {
+			if ds := f.o.Store.Get(e.Name); e.State == flush.StateFlushing && ds != nil && ds.State().Completed() {
 				scheduled = append(scheduled, e.Name)
 			}
 		}
@@ -264,11 +358,11 @@ func (f *flusher) resume() {
 
 // askResume asks node 0 what became of a flush this node had scheduled
 // when it stopped, and records the answer if the round is over.
-func (f *flusher) askResume(name string) {
-	ctx, cancel := context.WithTimeout(f.d.ctx, 2*f.d.broadcastTimeout())
+func (f *Flusher) askResume(name string) {
+	ctx, cancel := context.WithTimeout(f.ctx, 2*f.o.ConnectTimeout)
 	defer cancel()
 	var r resumeReply
-	if err := f.d.rpc.call(ctx, 0, "flush-resume", resumeMsg{Dataset: name, From: f.d.node}, &r); err != nil {
+	if err := f.o.Mux.Call(ctx, 0, "flush-resume", resumeMsg{Dataset: name, From: f.self}, &r); err != nil {
 		f.finish(doneMsg{Dataset: name, Error: "could not ask node 0 about the interrupted flush: " + err.Error()})
 		return
 	}

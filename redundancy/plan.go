@@ -1,9 +1,10 @@
-package daemon
+package redundancy
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/scrfs/scrfs/cache"
@@ -168,7 +169,7 @@ func nodeList(nodes []int, ranks []int) string {
 	slices.Sort(ranks)
 	names := make([]string, len(ranks))
 	for i, r := range ranks {
-		names[i] = itoa(nodes[r])
+		names[i] = strconv.Itoa(nodes[r])
 	}
 	if len(names) == 1 {
 		return "node " + names[0]

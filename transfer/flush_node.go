@@ -1,8 +1,7 @@
-package daemon
+package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -35,11 +34,7 @@ type flushJob struct {
 
 // handleFlush runs on every node: flush this node's part of a dataset and
 // answer once it is durable.
-func (f *flusher) handleFlush(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[flushMsg](req)
-	if err != nil {
-		return nil, err
-	}
+func (f *Flusher) handleFlush(ctx context.Context, from int, m flushMsg) (any, error) {
 	if f.prefix == "" {
 		return nil, errNoPrefix
 	}
@@ -53,8 +48,8 @@ func (f *flusher) handleFlush(ctx context.Context, from int, req json.RawMessage
 		return nil, ctx.Err()
 	}
 	if j.err != nil {
-		if f.d.ctx.Err() != nil {
-			return nil, fmt.Errorf("node %d is shutting down", f.d.node)
+		if f.ctx.Err() != nil {
+			return nil, fmt.Errorf("node %d is shutting down", f.self)
 		}
 		return nil, j.err
 	}
@@ -64,7 +59,7 @@ func (f *flusher) handleFlush(ctx context.Context, from int, req json.RawMessage
 // submit returns the job of m's round, queueing it if it is new. A job of
 // an earlier round of the same dataset is cancelled: the new round's
 // BeginFlush removed the parts the old one wrote.
-func (f *flusher) submit(m flushMsg) *flushJob {
+func (f *Flusher) submit(m flushMsg) *flushJob {
 	f.mu.Lock()
 	old := f.jobs[m.Dataset]
 	if old != nil && old.round == m.Round {
@@ -72,14 +67,14 @@ func (f *flusher) submit(m flushMsg) *flushJob {
 		return old
 	}
 	j := &flushJob{dataset: m.Dataset, round: m.Round, created: m.Created, done: make(chan struct{})}
-	j.ctx, j.cancel = context.WithCancel(f.d.ctx)
+	j.ctx, j.cancel = context.WithCancel(f.ctx)
 	f.jobs[m.Dataset] = j
 	f.queue = append(f.queue, j)
 	f.mu.Unlock()
 	if old != nil {
 		old.cancel()
 	}
-	if ds := f.d.store.Get(m.Dataset); ds != nil {
+	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushScheduled})
 	}
 	select {
@@ -90,10 +85,10 @@ func (f *flusher) submit(m flushMsg) *flushJob {
 }
 
 // worker runs this node's jobs, oldest first, once the restore is over.
-func (f *flusher) worker() {
+func (f *Flusher) worker() {
 	select {
 	case <-f.started:
-	case <-f.d.ctx.Done():
+	case <-f.ctx.Done():
 		return
 	}
 	for {
@@ -107,7 +102,7 @@ func (f *flusher) worker() {
 			select {
 			case <-f.wake:
 				continue
-			case <-f.d.ctx.Done():
+			case <-f.ctx.Done():
 				return
 			}
 		}
@@ -122,7 +117,7 @@ func (f *flusher) worker() {
 
 // flushPart copies this node's files of the dataset to the prefix and
 // writes its manifest part.
-func (f *flusher) flushPart(j *flushJob) (partReply, error) {
+func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	if err := j.ctx.Err(); err != nil {
 		return partReply{}, err
 	}
@@ -133,7 +128,7 @@ func (f *flusher) flushPart(j *flushJob) (partReply, error) {
 	if ds == nil {
 		// Nothing of it was ever written here; node 0's merge still needs
 		// this node's (empty) part.
-		if err := flush.WritePart(f.prefix, j.dataset, f.d.node, nil); err != nil {
+		if err := flush.WritePart(f.prefix, j.dataset, f.self, nil); err != nil {
 			return partReply{}, err
 		}
 		f.log.Info("dataset not in this node's cache: flushed an empty part", "dataset", j.dataset)
@@ -150,7 +145,7 @@ func (f *flusher) flushPart(j *flushJob) (partReply, error) {
 		f.met.rate.WithLabelValues("flush").Set(rate)
 		f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Done: done, Total: total, Started: start})
 	}
-	entries, err := flush.Flush(j.ctx, ds.Dir(), layout.PrefixDatasetDir(f.prefix, j.dataset), f.d.node, o)
+	entries, err := flush.Flush(j.ctx, ds.Dir(), layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, o)
 	f.met.rate.WithLabelValues("flush").Set(0)
 	if err != nil {
 		return partReply{}, err
@@ -158,7 +153,7 @@ func (f *flusher) flushPart(j *flushJob) (partReply, error) {
 	if err := j.ctx.Err(); err != nil {
 		return partReply{}, err // a newer round took over: its BeginFlush wants a fresh part
 	}
-	if err := flush.WritePart(f.prefix, j.dataset, f.d.node, entries); err != nil {
+	if err := flush.WritePart(f.prefix, j.dataset, f.self, entries); err != nil {
 		return partReply{}, err
 	}
 	res := partReply{Seconds: time.Since(start).Seconds()}
@@ -176,8 +171,8 @@ func (f *flusher) flushPart(j *flushJob) (partReply, error) {
 // this node never had it (its part is empty). A dataset this node had and
 // lost, or that is still being written after the wait, is an error: an
 // empty part for it would make the prefix claim a dataset without its files.
-func (f *flusher) awaitDataset(j *flushJob) (*cache.Dataset, error) {
-	wait := 2*f.d.cfg.Redundancy.Timeout.Duration + f.d.broadcastTimeout()
+func (f *Flusher) awaitDataset(j *flushJob) (*cache.Dataset, error) {
+	wait := f.o.SettleWait
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	// Completion here has no event of its own before the dataset settles;
@@ -185,18 +180,18 @@ func (f *flusher) awaitDataset(j *flushJob) (*cache.Dataset, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		changed := f.changes()
-		ds := f.d.store.Get(j.dataset)
+		changed := f.Changes()
+		ds := f.o.Store.Get(j.dataset)
 		if ds == nil {
 			f.mu.Lock()
 			why := f.state.lostWhy(j.dataset)
 			f.mu.Unlock()
 			switch {
 			case why != "":
-				return nil, fmt.Errorf("node %d no longer holds dataset %s (%s)", f.d.node, j.dataset, why)
-			case j.created.IsZero() || f.d.started.After(j.created):
+				return nil, fmt.Errorf("node %d no longer holds dataset %s (%s)", f.self, j.dataset, why)
+			case j.created.IsZero() || f.o.Started.After(j.created):
 				return nil, fmt.Errorf("dataset %s is not in the cache of node %d, whose daemon started after the dataset "+
-					"was created: its files on this node may be lost", j.dataset, f.d.node)
+					"was created: its files on this node may be lost", j.dataset, f.self)
 			}
 			return nil, nil
 		}
@@ -207,7 +202,7 @@ func (f *flusher) awaitDataset(j *flushJob) (*cache.Dataset, error) {
 		case <-changed:
 		case <-tick.C:
 		case <-deadline.C:
-			return nil, fmt.Errorf("dataset %s is still %s on node %d after %v", j.dataset, ds.State(), f.d.node, wait)
+			return nil, fmt.Errorf("dataset %s is still %s on node %d after %v", j.dataset, ds.State(), f.self, wait)
 		case <-j.ctx.Done():
 			return nil, j.ctx.Err()
 		}
@@ -215,11 +210,7 @@ func (f *flusher) awaitDataset(j *flushJob) (*cache.Dataset, error) {
 }
 
 // handleDone runs on every node: node 0 announces how a round ended.
-func (f *flusher) handleDone(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[doneMsg](req)
-	if err != nil {
-		return nil, err
-	}
+func (f *Flusher) handleDone(ctx context.Context, from int, m doneMsg) (any, error) {
 	f.finish(m)
 	return struct{}{}, nil
 }
@@ -227,7 +218,7 @@ func (f *flusher) handleDone(ctx context.Context, from int, req json.RawMessage)
 // finish records a round's outcome: in the cache's flush status of the
 // dataset (if this node holds it), and for `scrfs flush --wait`. An outcome
 // of an older round than this node's current job is stale and ignored.
-func (f *flusher) finish(m doneMsg) {
+func (f *Flusher) finish(m doneMsg) {
 	now := time.Now()
 	st := control.Flush{State: control.FlushDone, Finished: now}
 	if !m.OK {
@@ -253,7 +244,7 @@ func (f *flusher) finish(m doneMsg) {
 		}
 	}
 	f.setOutcome(m.Dataset, outcome{round: m.Round, Flush: st})
-	if ds := f.d.store.Get(m.Dataset); ds != nil {
+	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		cs := cache.FlushStatus{State: cache.FlushDone, Done: st.DoneBytes, Total: st.TotalBytes, Started: st.Started,
 			Finished: now, Error: st.Error}
 		if !m.OK {

@@ -1,11 +1,11 @@
-package daemon
+package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,8 +13,8 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
-	"github.com/scrfs/scrfs/peer"
 )
 
 // Messages of the flush protocol.
@@ -72,13 +72,9 @@ type flushRound struct {
 }
 
 // handleRequest runs on node 0: `scrfs flush` on some node.
-func (f *flusher) handleRequest(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[requestMsg](req)
-	if err != nil {
-		return nil, err
-	}
-	if f.d.node != 0 {
-		return nil, fmt.Errorf("node %d does not coordinate flushes (node 0 does)", f.d.node)
+func (f *Flusher) handleRequest(ctx context.Context, from int, m requestMsg) (any, error) {
+	if f.self != 0 {
+		return nil, fmt.Errorf("node %d does not coordinate flushes (node 0 does)", f.self)
 	}
 	name := m.Dataset
 	if name == "" {
@@ -86,7 +82,7 @@ func (f *flusher) handleRequest(ctx context.Context, from int, req json.RawMessa
 			return nil, fmt.Errorf("node 0 has no completed dataset to flush: %w", cache.ErrNotFound)
 		}
 	}
-	reason := "scrfs flush on node " + itoa(m.From)
+	reason := "scrfs flush on node " + strconv.Itoa(m.From)
 	r, already, err := f.startRound(name, m.Force, reason)
 	if err != nil {
 		return nil, err
@@ -100,8 +96,8 @@ func (f *flusher) handleRequest(ctx context.Context, from int, req json.RawMessa
 
 // newestCompleted returns the newest completed dataset in this node's
 // cache, or "".
-func (f *flusher) newestCompleted() string {
-	dss := f.d.store.Datasets()
+func (f *Flusher) newestCompleted() string {
+	dss := f.o.Store.Datasets()
 	for i := len(dss) - 1; i >= 0; i-- {
 		if dss[i].State().Completed() {
 			return dss[i].Name()
@@ -113,11 +109,11 @@ func (f *flusher) newestCompleted() string {
 // startRound starts flushing dataset name across the job, or returns the
 // round already doing so. Unless force is set, a dataset node 0 has
 // flushed before is not flushed again (already). Node 0 only.
-func (f *flusher) startRound(name string, force bool, why string) (r *flushRound, already bool, err error) {
+func (f *Flusher) startRound(name string, force bool, why string) (r *flushRound, already bool, err error) {
 	if f.prefix == "" {
 		return nil, false, errNoPrefix
 	}
-	ds := f.d.store.Get(name)
+	ds := f.o.Store.Get(name)
 	if ds == nil {
 		return nil, false, fmt.Errorf("flush %s: not in the cache of node 0: %w", name, cache.ErrNotFound)
 	}
@@ -135,7 +131,7 @@ func (f *flusher) startRound(name string, force bool, why string) (r *flushRound
 		f.mu.Unlock()
 		return nil, true, nil
 	}
-	r = &flushRound{dataset: name, token: token(), reason: why}
+	r = &flushRound{dataset: name, token: jobnet.NewToken(), reason: why}
 	f.rounds[name] = r
 	f.mu.Unlock()
 	// Held for the round: the node's own part pins it too, but only once
@@ -144,20 +140,24 @@ func (f *flusher) startRound(name string, force bool, why string) (r *flushRound
 	// The durable intent: a node 0 that dies before the index says
 	// anything redoes the round when it comes back.
 	f.setFlush(name, cache.FlushStatus{State: cache.FlushScheduled})
-	go func() {
+	if !f.g.Go(func(context.Context) {
 		defer unpin()
 		f.runRound(r, info)
-	}()
+	}) {
+		unpin()
+		f.endRound(r)
+		return nil, false, errClosing
+	}
 	return r, false, nil
 }
 
 // runRound flushes one dataset across the job and announces the outcome.
-func (f *flusher) runRound(r *flushRound, info cache.Info) {
-	ctx := f.d.ctx
+func (f *Flusher) runRound(r *flushRound, info cache.Info) {
+	ctx := f.ctx
 	start := time.Now()
 	log := f.log.With("dataset", r.dataset, "round", r.token)
-	log.Info("flush started", "reason", r.reason, "nodes", f.d.size, "prefix", f.prefix)
-	entry := flush.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.d.size, Kind: string(info.Kind), Root: info.Root}
+	log.Info("flush started", "reason", r.reason, "nodes", f.o.Nodes, "prefix", f.prefix)
+	entry := flush.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.o.Nodes, Kind: string(info.Kind), Root: info.Root}
 	f.mu.Lock()
 	if e, ok := f.fetched[r.dataset]; ok {
 		// Flushed again after a fetch: keep its place among the others.
@@ -178,7 +178,7 @@ func (f *flusher) runRound(r *flushRound, info cache.Info) {
 		}
 		if len(reasons) == 0 {
 			var err error
-			if m, err = flush.CompleteFlush(ctx, f.prefix, r.dataset, f.d.size, f.log); err != nil {
+			if m, err = flush.CompleteFlush(ctx, f.prefix, r.dataset, f.o.Nodes, f.log); err != nil {
 				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
@@ -198,15 +198,15 @@ func (f *flusher) runRound(r *flushRound, info cache.Info) {
 		msg.Flushed, msg.Files, msg.Bytes = time.Now().UTC(), m.Files, m.Bytes
 	}
 	f.met.round("flush", msg.OK)
-	bctx, cancel := context.WithTimeout(ctx, f.d.broadcastTimeout())
-	for n, err := range f.d.rpc.callAll(bctx, f.d.rpc.all(), "flush-done", msg) {
+	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
+	for n, err := range f.o.Mux.CallAll(bctx, f.all(), "flush-done", msg) {
 		log.Warn("could not tell a node how the flush ended", "to", n, "err", err)
 	}
 	cancel()
 	f.endRound(r)
 }
 
-func (f *flusher) endRound(r *flushRound) {
+func (f *Flusher) endRound(r *flushRound) {
 	f.mu.Lock()
 	if f.rounds[r.dataset] == r {
 		delete(f.rounds, r.dataset)
@@ -217,12 +217,12 @@ func (f *flusher) endRound(r *flushRound) {
 // collectParts asks every node for its part, concurrently, and returns each
 // node's error (nil: its part is durable). answered is false when some
 // node could not be reached: it may still be writing into the prefix.
-func (f *flusher) collectParts(ctx context.Context, r *flushRound, created time.Time) (errs []error, answered bool) {
-	errs = make([]error, f.d.size)
-	reached := make([]bool, f.d.size)
+func (f *Flusher) collectParts(ctx context.Context, r *flushRound, created time.Time) (errs []error, answered bool) {
+	errs = make([]error, f.o.Nodes)
+	reached := make([]bool, f.o.Nodes)
 	msg := flushMsg{Dataset: r.dataset, Round: r.token, Created: created}
 	var wg sync.WaitGroup
-	for n := range f.d.size {
+	for n := range f.o.Nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -242,22 +242,22 @@ func (f *flusher) collectParts(ctx context.Context, r *flushRound, created time.
 // restarted, say), node n gets cluster.connect_timeout to come back, and is
 // then asked again under the same round: a node still working on it
 // attaches to its running copy, a restarted one starts over.
-func (f *flusher) callPart(ctx context.Context, n int, msg flushMsg) (err error, reached bool) {
+func (f *Flusher) callPart(ctx context.Context, n int, msg flushMsg) (err error, reached bool) {
 	for {
-		if n != f.d.node {
+		if n != f.self {
 			if err := f.waitLink(ctx, n); err != nil {
 				return err, false
 			}
 		}
 		var res partReply
-		err := f.d.rpc.call(ctx, n, "flush", msg, &res)
-		var re *peer.RemoteError
+		err := f.o.Mux.Call(ctx, n, "flush", msg, &res)
+		var re *jobnet.RemoteError
 		switch {
 		case err == nil:
 			return nil, true
 		case errors.As(err, &re):
 			return fmt.Errorf("node %d: %s", n, re.Msg), true
-		case n == f.d.node:
+		case n == f.self:
 			return fmt.Errorf("node %d: %w", n, err), true
 		case ctx.Err() != nil:
 			return err, false
@@ -268,14 +268,11 @@ func (f *flusher) callPart(ctx context.Context, n int, msg flushMsg) (err error,
 }
 
 // waitLink waits for the link to node n, at most cluster.connect_timeout.
-func (f *flusher) waitLink(ctx context.Context, n int) error {
-	if f.d.rpc.node == nil {
-		return fmt.Errorf("node %d: no peer links", n)
-	}
-	timeout := f.d.broadcastTimeout()
+func (f *Flusher) waitLink(ctx context.Context, n int) error {
+	timeout := f.o.ConnectTimeout
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := f.d.rpc.node.WaitUp(wctx, []int{n}); err != nil {
+	if err := f.o.Mux.WaitUp(wctx, []int{n}); err != nil {
 		return fmt.Errorf("node %d unreachable for %v (cluster.connect_timeout): %v", n, timeout, err)
 	}
 	return nil
@@ -286,13 +283,13 @@ func (f *flusher) waitLink(ctx context.Context, n int) error {
 // half-flushed dataset. If a node was unreachable it may still be writing
 // there; then the dataset stays "flushing" in the index, which no fetch
 // uses, until the next flush of it.
-func (f *flusher) cleanup(name string, answered bool, log *slog.Logger) {
+func (f *Flusher) cleanup(name string, answered bool, log *slog.Logger) {
 	if !answered {
 		log.Warn("flush failed with a node unreachable; its partial files stay in the prefix until the dataset is flushed again",
 			"dir", layout.PrefixDatasetDir(f.prefix, name))
 		return
 	}
-	ctx, cancel := context.WithTimeout(f.d.ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 	defer cancel()
 	if err := flush.RemoveDataset(ctx, f.prefix, name, f.log); err != nil {
 		log.Warn("could not remove the failed flush from the prefix", "err", err)
@@ -303,11 +300,7 @@ func (f *flusher) cleanup(name string, answered bool, log *slog.Logger) {
 
 // handleResume runs on node 0: a node restarted with a flush of name
 // scheduled and asks what became of it.
-func (f *flusher) handleResume(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[resumeMsg](req)
-	if err != nil {
-		return nil, err
-	}
+func (f *Flusher) handleResume(ctx context.Context, from int, m resumeMsg) (any, error) {
 	f.mu.Lock()
 	active := f.rounds[m.Dataset] != nil
 	out, known := f.outcomes[m.Dataset]
@@ -319,7 +312,7 @@ func (f *flusher) handleResume(ctx context.Context, from int, req json.RawMessag
 	case known && (out.State == control.FlushDone || out.State == control.FlushFailed):
 		return resumeReply{Over: true, OK: out.State == control.FlushDone, Error: out.Error}, nil
 	}
-	if ds := f.d.store.Get(m.Dataset); ds != nil {
+	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		// Node 0 restarted too, forgetting outcomes; its cache remembers.
 		switch st := ds.Info().Flush; st.State {
 		case cache.FlushDone:
@@ -328,7 +321,7 @@ func (f *flusher) handleResume(ctx context.Context, from int, req json.RawMessag
 			return resumeReply{Over: true, Error: st.Error}, nil
 		}
 	}
-	if _, _, err := f.startRound(m.Dataset, true, "resumed for node "+itoa(m.From)); err != nil {
+	if _, _, err := f.startRound(m.Dataset, true, "resumed for node "+strconv.Itoa(m.From)); err != nil {
 		return resumeReply{Over: true, Error: "abandoned: " + err.Error()}, nil
 	}
 	return resumeReply{}, nil
@@ -336,8 +329,8 @@ func (f *flusher) handleResume(ctx context.Context, from int, req json.RawMessag
 
 // setFlush records a dataset's flush status in the cache; a dataset that
 // left the cache meanwhile has no status to keep.
-func (f *flusher) setFlush(name string, st cache.FlushStatus) {
-	if err := f.d.store.SetFlush(name, st); err != nil && !errors.Is(err, cache.ErrNotFound) {
+func (f *Flusher) setFlush(name string, st cache.FlushStatus) {
+	if err := f.o.Store.SetFlush(name, st); err != nil && !errors.Is(err, cache.ErrNotFound) {
 		f.log.Warn("record flush status", "dataset", name, "state", st.State, "err", err)
 	}
 }

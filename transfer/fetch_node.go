@@ -1,8 +1,7 @@
-package daemon
+package transfer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -19,28 +18,24 @@ import (
 
 // handleFetch copies this node's share of a dataset from the prefix into
 // the staging directory, verifying sizes and CRCs.
-func (f *flusher) handleFetch(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[fetchMsg](req)
-	if err != nil {
-		return nil, err
-	}
+func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, error) {
 	if f.prefix == "" {
 		return nil, errNoPrefix
 	}
 	if err := layout.CheckDatasetName(m.Dataset); err != nil {
 		return nil, err
 	}
-	if ds := f.d.store.Get(m.Dataset); ds != nil {
-		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.d.node, ds.State())
+	if ds := f.o.Store.Get(m.Dataset); ds != nil {
+		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.self, ds.State())
 	}
 	man, err := flush.ReadManifest(f.prefix, m.Dataset)
 	if err != nil {
 		return nil, err
 	}
-	if man.Nodes != f.d.size {
-		return nil, fmt.Errorf("fetch %s: flushed by %d nodes, this job has %d", m.Dataset, man.Nodes, f.d.size)
+	if man.Nodes != f.o.Nodes {
+		return nil, fmt.Errorf("fetch %s: flushed by %d nodes, this job has %d", m.Dataset, man.Nodes, f.o.Nodes)
 	}
-	staging := f.d.store.StagingDir(m.Dataset)
+	staging := f.o.Store.StagingDir(m.Dataset)
 	if err := os.RemoveAll(staging); err != nil {
 		return nil, fmt.Errorf("fetch %s: clear staging directory: %w", m.Dataset, err)
 	}
@@ -52,7 +47,7 @@ func (f *flusher) handleFetch(ctx context.Context, from int, req json.RawMessage
 	o.Progress = func(done, total int64) {
 		f.met.rate.WithLabelValues("fetch").Set(meter.update(done, total))
 	}
-	entries := man.ForNode(f.d.node)
+	entries := man.ForNode(f.self)
 	err = flush.Fetch(ctx, layout.PrefixDatasetDir(f.prefix, m.Dataset), staging, entries, o)
 	f.met.rate.WithLabelValues("fetch").Set(0)
 	if err != nil {
@@ -74,33 +69,27 @@ func (f *flusher) handleFetch(ctx context.Context, from int, req json.RawMessage
 
 // handleCommit adopts a staged fetch into the cache, shows it in the mount
 // and applies redundancy to it again.
-func (f *flusher) handleCommit(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[fetchMsg](req)
-	if err != nil {
-		return nil, err
-	}
+func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, error) {
 	f.fetch.mu.Lock()
 	st, ok := f.fetch.staged[m.Round]
 	delete(f.fetch.staged, m.Round)
 	f.fetch.mu.Unlock()
 	if !ok || st.msg.Dataset != m.Dataset {
-		return nil, fmt.Errorf("commit fetch of %s: node %d staged nothing in that round", m.Dataset, f.d.node)
+		return nil, fmt.Errorf("commit fetch of %s: node %d staged nothing in that round", m.Dataset, f.self)
 	}
 	route := cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
 	if m.Kind != "" {
 		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
 	}
-	ds, err := f.d.store.Adopt(route, cache.Complete, f.d.store.StagingDir(m.Dataset))
+	ds, err := f.o.Store.Adopt(route, cache.Complete, f.o.Store.StagingDir(m.Dataset))
 	if err != nil {
-		os.RemoveAll(f.d.store.StagingDir(m.Dataset))
+		os.RemoveAll(f.o.Store.StagingDir(m.Dataset))
 		return nil, err
 	}
 	f.mu.Lock()
 	f.fetched[m.Dataset] = flush.IndexEntry{Name: m.Dataset, ID: m.ID}
 	f.mu.Unlock()
-	if f.d.fsys != nil {
-		f.d.fsys.Appeared(route)
-	}
+	f.o.Mount.Appeared(route)
 	// It is in the prefix already: no flush needs to hold it in the cache.
 	now := time.Now()
 	f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushDone, Done: st.res.Bytes, Total: st.res.Bytes, Finished: now})
@@ -109,20 +98,16 @@ func (f *flusher) handleCommit(ctx context.Context, from int, req json.RawMessag
 		"seconds", st.res.Seconds, "rate_mib_s", mibPerSec(st.res.Bytes, st.res.Seconds),
 		"from", layout.PrefixDatasetDir(f.prefix, m.Dataset))
 	// Redundancy is not in the prefix: apply it again across the sets.
-	go f.d.protect.protect(ds.Info())
+	f.o.OnFetched(ds.Info())
 	return struct{}{}, nil
 }
 
 // handleAbort drops a staged fetch.
-func (f *flusher) handleAbort(ctx context.Context, from int, req json.RawMessage) (any, error) {
-	m, err := decode[fetchMsg](req)
-	if err != nil {
-		return nil, err
-	}
+func (f *Flusher) handleAbort(ctx context.Context, from int, m fetchMsg) (any, error) {
 	f.fetch.mu.Lock()
 	delete(f.fetch.staged, m.Round)
 	f.fetch.mu.Unlock()
-	if err := os.RemoveAll(f.d.store.StagingDir(m.Dataset)); err != nil {
+	if err := os.RemoveAll(f.o.Store.StagingDir(m.Dataset)); err != nil {
 		return nil, fmt.Errorf("drop staged fetch of %s: %w", m.Dataset, err)
 	}
 	return struct{}{}, nil

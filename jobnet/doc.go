@@ -1,0 +1,17 @@
+// Package jobnet is the message layer the coordination protocols of a job
+// speak over: calls (a request and its answer) and streams (ordered, reliable
+// byte messages for bulk data) between the daemons of one job, addressed by
+// node index.
+//
+// A Transport moves the bytes: OverPeer adapts the authenticated TCP links of
+// package peer, and package memnet is an in-memory Transport with injectable
+// faults for tests that run several nodes in one process. A Mux sits on top:
+// it holds the protocols' handlers by request kind, encodes requests and
+// answers as JSON, dispatches calls to this node's own index locally (so a
+// job of one node runs the same protocol without a network), and carries
+// errors across nodes with a code, so that a sentinel error such as
+// cache.ErrNotFound on the answering node is still errors.Is-able on the
+// asking one.
+//
+// jobnet knows nothing of datasets, schemes or the prefix directory.
+package jobnet

@@ -1,0 +1,221 @@
+package jobnet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+)
+
+// Handler serves one request kind: req is the request's JSON, the answer
+// is encoded as JSON. A returned error reaches the caller as a RemoteError.
+type Handler func(ctx context.Context, from int, req json.RawMessage) (any, error)
+
+// Mux is one node's protocols on the job's network: their handlers by
+// request kind, and calls to other nodes (or to this one, locally). Register
+// every handler before the Transport starts delivering calls.
+type Mux struct {
+	self  int
+	codes []Code
+
+	mu       sync.RWMutex
+	handlers map[string]Handler
+	tr       Transport // nil in a job of one node
+}
+
+// NewMux returns the Mux of node self. codes are the sentinel errors that
+// keep their identity across nodes; every node of a job passes the same.
+func NewMux(self int, codes ...Code) *Mux {
+	return &Mux{self: self, codes: codes, handlers: map[string]Handler{}}
+}
+
+// Self returns this node's index.
+func (m *Mux) Self() int { return m.self }
+
+// Handle registers h for requests of kind, replacing any earlier one.
+func (m *Mux) Handle(kind string, h Handler) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.handlers[kind] = h
+}
+
+// Handle registers a handler whose request is decoded into a Req first.
+func Handle[Req any](m *Mux, kind string, h func(ctx context.Context, from int, req Req) (any, error)) {
+	m.Handle(kind, func(ctx context.Context, from int, raw json.RawMessage) (any, error) {
+		var req Req
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil, fmt.Errorf("bad %s request: %w", kind, err)
+		}
+		return h(ctx, from, req)
+	})
+}
+
+// Attach gives the Mux its transport; until then (and in a job of one
+// node, forever) calls to other nodes fail with ErrNoTransport.
+func (m *Mux) Attach(t Transport) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tr = t
+}
+
+func (m *Mux) transport() Transport {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.tr
+}
+
+// envelope is an answer on the wire: a result, or an error with its code.
+type envelope struct {
+	Result json.RawMessage `json:"r,omitempty"`
+	Failed bool            `json:"f,omitempty"`
+	Err    string          `json:"e,omitempty"`
+	Code   string          `json:"c,omitempty"`
+}
+
+// Serve answers a call from node from: the byte-level entry point a
+// Transport hands every request to. Its own error return is for the
+// transport only (an answer too large to encode, say); handler errors
+// travel inside the answer.
+func (m *Mux) Serve(ctx context.Context, from int, kind string, req []byte) ([]byte, error) {
+	res, err := m.dispatch(ctx, from, kind, req)
+	var env envelope
+	if err == nil {
+		env.Result, err = json.Marshal(res)
+	}
+	if err != nil {
+		env = envelope{Failed: true, Err: err.Error(), Code: codeOf(m.codes, err)}
+	}
+	return json.Marshal(env)
+}
+
+func (m *Mux) dispatch(ctx context.Context, from int, kind string, req []byte) (any, error) {
+	m.mu.RLock()
+	h := m.handlers[kind]
+	m.mu.RUnlock()
+	if h == nil {
+		return nil, fmt.Errorf("node %d has no handler for %q", m.self, kind)
+	}
+	return h(ctx, from, req)
+}
+
+// Call sends req to node to as a request of kind and decodes the answer
+// into resp (unless resp is nil). A call to this node runs the handler
+// here. Handler errors come back as *RemoteError; anything else means the
+// node was not reached (or the link broke: see ErrConnLost).
+func (m *Mux) Call(ctx context.Context, to int, kind string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("%s to node %d: %w", kind, to, err)
+	}
+	var result []byte
+	if to == m.self {
+		res, err := m.dispatch(ctx, m.self, kind, body)
+		if err != nil {
+			return &RemoteError{Node: m.self, Kind: kind, Msg: err.Error(), Code: codeOf(m.codes, err), err: err}
+		}
+		if result, err = json.Marshal(res); err != nil {
+			return fmt.Errorf("%s to node %d: %w", kind, to, err)
+		}
+	} else {
+		tr := m.transport()
+		if tr == nil {
+			return fmt.Errorf("%s to node %d: %w", kind, to, ErrNoTransport)
+		}
+		answer, err := tr.Call(ctx, to, kind, body)
+		if err != nil {
+			return fmt.Errorf("%s to node %d: %w", kind, to, err)
+		}
+		var env envelope
+		if err := json.Unmarshal(answer, &env); err != nil {
+			return fmt.Errorf("%s from node %d: bad answer: %w", kind, to, err)
+		}
+		if env.Failed {
+			return &RemoteError{Node: to, Kind: kind, Msg: env.Err, Code: env.Code, err: errOfCode(m.codes, env.Code)}
+		}
+		result = env.Result
+	}
+	if resp == nil {
+		return nil
+	}
+	if err := json.Unmarshal(result, resp); err != nil {
+		return fmt.Errorf("%s from node %d: bad answer: %w", kind, to, err)
+	}
+	return nil
+}
+
+// CallAll sends req to every node of nodes at once and returns the error of
+// each that failed.
+func (m *Mux) CallAll(ctx context.Context, nodes []int, kind string, req any) map[int]error {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := map[int]error{}
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := m.Call(ctx, n, kind, req, nil); err != nil {
+				mu.Lock()
+				errs[n] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// OpenStream opens stream id to node to (see Transport).
+func (m *Mux) OpenStream(ctx context.Context, to int, id string) (Stream, error) {
+	tr := m.transport()
+	if tr == nil {
+		return nil, fmt.Errorf("stream %s to node %d: %w", id, to, ErrNoTransport)
+	}
+	return tr.OpenStream(ctx, to, id)
+}
+
+// AcceptStream waits for node from to open stream id (see Transport).
+func (m *Mux) AcceptStream(ctx context.Context, from int, id string) (Stream, error) {
+	tr := m.transport()
+	if tr == nil {
+		return nil, fmt.Errorf("stream %s from node %d: %w", id, from, ErrNoTransport)
+	}
+	return tr.AcceptStream(ctx, from, id)
+}
+
+// WaitUp waits until the links to every node of peers are up; this node's
+// own index needs no link.
+func (m *Mux) WaitUp(ctx context.Context, peers []int) error {
+	var others []int
+	for _, p := range peers {
+		if p != m.self {
+			others = append(others, p)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	tr := m.transport()
+	if tr == nil {
+		return fmt.Errorf("wait for nodes %v: %w", others, ErrNoTransport)
+	}
+	return tr.WaitUp(ctx, others)
+}
+
+// OnLinkChange registers f to hear of links going up and down; without a
+// transport there are no links and f is never called.
+func (m *Mux) OnLinkChange(f func(peer int, up bool)) {
+	if tr := m.transport(); tr != nil {
+		tr.OnLinkChange(f)
+	}
+}
+
+// NewToken returns a fresh random token: it names one attempt of a
+// protocol round (its streams, its answers), so messages of an earlier
+// attempt are never taken for this one's.
+func NewToken() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,71 @@
+package redundancy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// streamLinks gives a scheme operation one stream per pair of set members.
+// Stream ids carry the operation's prefix (dataset and attempt token), so
+// streams of two operations never meet; of each pair the node with the
+// lower index opens, the other accepts.
+type streamLinks struct {
+	mux     *jobnet.Mux
+	nodes   []int  // node index of each member rank
+	prefix  string // operation id, e.g. "enc/ckpt.10/3f9a…"
+	timeout time.Duration
+
+	mu      sync.Mutex
+	streams map[int]jobnet.Stream // by rank
+}
+
+// Conn returns the stream to member rank, opening it on first use.
+func (l *streamLinks) Conn(ctx context.Context, rank int) (schemes.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s := l.streams[rank]; s != nil {
+		return s, nil
+	}
+	if rank < 0 || rank >= len(l.nodes) {
+		return nil, fmt.Errorf("no stream to member %d", rank)
+	}
+	other, self := l.nodes[rank], l.mux.Self()
+	id := fmt.Sprintf("%s/%d-%d", l.prefix, min(self, other), max(self, other))
+	// A member that died before opening its end must not hold the others
+	// forever; once open, every message has its own I/O deadline.
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	var s jobnet.Stream
+	var err error
+	if self < other {
+		s, err = l.mux.OpenStream(ctx, other, id)
+	} else {
+		s, err = l.mux.AcceptStream(ctx, other, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if l.streams == nil {
+		l.streams = map[int]jobnet.Stream{}
+	}
+	l.streams[rank] = s
+	return s, nil
+}
+
+func (l *streamLinks) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.streams {
+		s.Close()
+	}
+}
+
+// links returns the streams of one operation of this node's set.
+func (p *Protector) links(prefix string) *streamLinks {
+	return &streamLinks{mux: p.o.Mux, nodes: p.member.Set.Nodes, prefix: prefix, timeout: p.o.ConnectTimeout}
+}

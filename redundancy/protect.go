@@ -1,0 +1,199 @@
+package redundancy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// Protecting a dataset: once it is complete on a node, that node reports
+// ready to its set's coordinator (the member of rank 0). When every member
+// is ready the coordinator tells them all to encode, under a fresh attempt
+// token that names the streams; if one is not ready within Timeout it
+// tells the ready ones the dataset stays unprotected (degraded) and why.
+// One verdict for everyone means members never disagree about whether an
+// encode happens.
+
+// readyMsg tells the coordinator a member has a dataset complete.
+type readyMsg struct {
+	Dataset string `json:"dataset"`
+	Rank    int    `json:"rank"`
+}
+
+// verdictMsg is the coordinator's answer to every member.
+type verdictMsg struct {
+	Dataset string `json:"dataset"`
+	Attempt string `json:"attempt,omitempty"` // set when the members encode
+	Reason  string `json:"reason,omitempty"`  // why not, when Attempt is empty
+}
+
+// round is the coordinator's view of one dataset's readiness.
+type round struct {
+	ready map[int]bool
+	timer *time.Timer
+}
+
+// Protect applies redundancy to a dataset that just completed here, in the
+// background. It always ends with the dataset protected, degraded with a
+// reason, or (SINGLE) complete with its metadata recorded, and then
+// OnSettled; unless the Protector closes first.
+func (p *Protector) Protect(info cache.Info) {
+	p.g.Go(func(ctx context.Context) { p.protect(ctx, info) })
+}
+
+func (p *Protector) protect(ctx context.Context, info cache.Info) {
+	ds := p.o.Store.Get(info.Name)
+	if ds == nil {
+		return
+	}
+	unpin := ds.Pin()
+	defer unpin()
+	// Whatever the outcome, the dataset is settled here: flushes count it
+	// and flush jobs waiting for it go on.
+	defer p.o.OnSettled(info.Name)
+	m := p.member
+	m.Dataset, m.Dir = info.Name, ds.Dir()
+	log := p.log.With("dataset", info.Name, "scheme", p.o.Params.Kind.String())
+
+	if p.o.Params.Kind == schemes.Single {
+		// No redundancy: record the files' metadata so a restart can verify them.
+		if _, err := schemes.Encode(ctx, p.o.Params, m, nil, p.options()...); err != nil {
+			log.Warn("record dataset metadata", "err", err)
+		}
+		return
+	}
+	verdict := p.await(info.Name)
+	if err := p.o.Mux.Call(ctx, p.coordinator(), "ready", readyMsg{Dataset: info.Name, Rank: m.Rank}, nil); err != nil {
+		p.forget(info.Name)
+		p.degrade(info.Name, fmt.Sprintf("set coordinator node %d unreachable: %v", p.coordinator(), err))
+		return
+	}
+	var v verdictMsg
+	wait := time.NewTimer(2*p.o.Timeout + p.o.ConnectTimeout)
+	defer wait.Stop()
+	select {
+	case v = <-verdict:
+	case <-wait.C:
+		p.forget(info.Name)
+		p.degrade(info.Name, fmt.Sprintf("no verdict from set coordinator node %d", p.coordinator()))
+		return
+	case <-ctx.Done():
+		p.forget(info.Name)
+		return
+	}
+	if v.Attempt == "" {
+		p.degrade(info.Name, v.Reason)
+		return
+	}
+	start := time.Now()
+	links := p.links("enc/" + info.Name + "/" + v.Attempt)
+	res, err := schemes.Encode(ctx, p.o.Params, m, links, p.options()...)
+	links.close()
+	if err != nil {
+		if ctx.Err() == nil {
+			p.degrade(info.Name, "encode failed: "+err.Error())
+		}
+		return
+	}
+	p.metrics.encoded(p.o.Params.Kind.String(), res)
+	if err := p.o.Store.SetState(info.Name, cache.Protected, ""); err != nil {
+		log.Warn("record protected state", "err", err)
+		return
+	}
+	seconds := time.Since(start).Seconds()
+	log.Info("dataset protected", "bytes", res.DataBytes, "seconds", seconds,
+		"rate_mib_s", float64(res.DataBytes)/(1<<20)/max(seconds, 1e-9), "sent", res.Sent, "received", res.Received)
+}
+
+// await registers interest in a dataset's verdict before asking for it, so
+// a fast coordinator's answer cannot arrive unheard.
+func (p *Protector) await(name string) <-chan verdictMsg {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch := make(chan verdictMsg, 1)
+	p.verdicts[name] = ch
+	return ch
+}
+
+func (p *Protector) forget(name string) {
+	p.mu.Lock()
+	delete(p.verdicts, name)
+	p.mu.Unlock()
+}
+
+func (p *Protector) degrade(name, reason string) {
+	p.log.Warn("dataset degraded: left without redundancy", "dataset", name, "reason", reason)
+	p.metrics.degraded.Inc()
+	if err := p.o.Store.SetState(name, cache.Degraded, reason); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		p.log.Warn("record degraded state", "dataset", name, "err", err)
+	}
+}
+
+// handleReady runs on the coordinator: it gathers members and, once all
+// are ready, sends the verdict.
+func (p *Protector) handleReady(ctx context.Context, from int, m readyMsg) (any, error) {
+	if p.coordinator() != p.self {
+		return nil, fmt.Errorf("node %d is not the coordinator of its set", p.self)
+	}
+	p.mu.Lock()
+	r := p.rounds[m.Dataset]
+	if r == nil {
+		r = &round{ready: map[int]bool{}}
+		r.timer = time.AfterFunc(p.o.Timeout, func() { p.g.Go(func(context.Context) { p.timeout(m.Dataset) }) })
+		p.rounds[m.Dataset] = r
+	}
+	r.ready[m.Rank] = true
+	all := len(r.ready) == p.o.Params.Size
+	if all {
+		r.timer.Stop()
+		delete(p.rounds, m.Dataset)
+	}
+	p.mu.Unlock()
+	if all {
+		v := verdictMsg{Dataset: m.Dataset, Attempt: jobnet.NewToken()}
+		p.tell("verdict", v, p.member.Set.Nodes, "could not deliver redundancy verdict", m.Dataset)
+	}
+	return struct{}{}, nil
+}
+
+// timeout gives up on members that did not report ready in time.
+func (p *Protector) timeout(name string) {
+	p.mu.Lock()
+	r := p.rounds[name]
+	delete(p.rounds, name)
+	p.mu.Unlock()
+	if r == nil {
+		return
+	}
+	var missing []string
+	var ready []int
+	for rank, node := range p.member.Set.Nodes {
+		if r.ready[rank] {
+			ready = append(ready, node)
+		} else {
+			missing = append(missing, strconv.Itoa(node))
+		}
+	}
+	reason := fmt.Sprintf("node %s not ready within %v", strings.Join(missing, ", "), p.o.Timeout)
+	p.tell("verdict", verdictMsg{Dataset: name, Reason: reason}, ready, "could not deliver redundancy verdict", name)
+}
+
+// handleVerdict runs on every member: it wakes the dataset's protect.
+func (p *Protector) handleVerdict(ctx context.Context, from int, v verdictMsg) (any, error) {
+	p.mu.Lock()
+	ch := p.verdicts[v.Dataset]
+	delete(p.verdicts, v.Dataset)
+	p.mu.Unlock()
+	if ch == nil {
+		return nil, fmt.Errorf("node %d is not waiting for a verdict on %s", p.self, v.Dataset)
+	}
+	ch <- v
+	return struct{}{}, nil
+}

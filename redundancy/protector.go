@@ -1,0 +1,181 @@
+package redundancy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/group"
+	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// Store is what the protocols need of the node-local cache; *cache.Store
+// implements it.
+type Store interface {
+	Get(name string) *cache.Dataset
+	Datasets() []*cache.Dataset
+	Obtain(r cache.Route) (*cache.Dataset, bool, error)
+	RequestComplete(name, reason string) error
+	SetState(name string, to cache.State, reason string) error
+	Fail(name, reason string) error
+	NoteFailed(r cache.Route, reason string) error
+	Drop(name, why string) error
+	Adopt(r cache.Route, st cache.State, staged string) (*cache.Dataset, error)
+	StagingDir(name string) string
+	TakeSpare() string
+}
+
+// Mount is what the protocols tell the file system: a dataset appeared
+// without the application creating it here, or is about to be restored
+// (lookups of it wait, at most wait, until done is called).
+type Mount interface {
+	Appeared(r cache.Route)
+	Restoring(r cache.Route, wait time.Duration) (done func())
+}
+
+// Options configure a Protector.
+type Options struct {
+	Mux   *jobnet.Mux
+	Store Store
+	Mount Mount
+	// Nodes is the number of nodes in the job; this node is Mux.Self().
+	Nodes int
+	// Set lists the node index of every member of this node's redundancy
+	// set, by rank; Group is the set's number among Groups.
+	Set           []int
+	Group, Groups int
+	Params        schemes.Params
+	// Timeout is how long a set's coordinator waits for every member to be
+	// ready before the dataset is left degraded (redundancy.timeout).
+	Timeout time.Duration
+	// ConnectTimeout bounds how long a notification keeps trying an
+	// unreachable node, and how long a stream waits for its far end.
+	ConnectTimeout time.Duration
+	// MemberTimeout bounds how long stock-taking waits for a member's
+	// inventory (restart.member_timeout), and lookups for a rebuild.
+	MemberTimeout time.Duration
+	// OnSettled is called once a dataset's redundancy is settled here:
+	// protected, degraded, or recorded under SINGLE. It must not block.
+	OnSettled func(name string)
+	Logger    *slog.Logger
+	// Registerer receives the scrfs_redundancy_* and scrfs_rebuild_*
+	// series; nil means none.
+	Registerer prometheus.Registerer
+}
+
+// Protector is this node's part of the redundancy protocols. Create it with
+// New before the transport delivers calls; Close it before the store.
+type Protector struct {
+	o       Options
+	self    int
+	log     *slog.Logger
+	member  schemes.Member // Rank and Set filled; Dataset and Dir per dataset
+	bufs    *schemes.Buffers
+	metrics *metrics
+	g       *group.Group
+
+	mu       sync.Mutex
+	rounds   map[string]*round          // coordinator: datasets being gathered
+	verdicts map[string]chan verdictMsg // member: datasets waiting for a verdict
+	running  bool                       // a stock-taking loop runs
+	next     chan struct{}              // closed when the next stock-taking has finished; nil if none asked for
+	progress map[string]*Progress       // rebuilds under way here
+}
+
+// New returns this node's Protector and registers its request handlers on
+// o.Mux.
+func New(o Options) (*Protector, error) {
+	if err := o.Params.Validate(); err != nil {
+		return nil, err
+	}
+	rank := slices.Index(o.Set, o.Mux.Self())
+	if rank < 0 {
+		return nil, errors.New("redundancy: this node is not a member of its own set")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnSettled == nil {
+		o.OnSettled = func(string) {}
+	}
+	p := &Protector{
+		o:    o,
+		self: o.Mux.Self(),
+		log:  o.Logger,
+		member: schemes.Member{
+			Rank: rank,
+			Set:  schemes.SetInfo{Group: o.Group, Groups: o.Groups, Nodes: slices.Clone(o.Set)},
+		},
+		bufs:     schemes.NewBuffers(),
+		metrics:  newMetrics(o.Registerer),
+		g:        group.New(context.Background()),
+		rounds:   map[string]*round{},
+		verdicts: map[string]chan verdictMsg{},
+		progress: map[string]*Progress{},
+	}
+	jobnet.Handle(o.Mux, "complete", p.handleComplete)
+	jobnet.Handle(o.Mux, "ready", p.handleReady)
+	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)
+	jobnet.Handle(o.Mux, "inventory", p.handleInventory)
+	jobnet.Handle(o.Mux, "member-started", p.handleMemberStarted)
+	jobnet.Handle(o.Mux, "rebuild", p.handleRebuild)
+	jobnet.Handle(o.Mux, "outcome", p.handleOutcome)
+	return p, nil
+}
+
+// Close cancels what is under way (an encode in flight leaves its dataset
+// complete, to be protected after the restart) and waits for every
+// goroutine the Protector started.
+func (p *Protector) Close() { p.g.Stop() }
+
+// Scheme returns the scheme new datasets are protected with.
+func (p *Protector) Scheme() schemes.Kind { return p.o.Params.Kind }
+
+// options are what every encode and rebuild on this node shares: the
+// piece buffers, the cache's spare redundancy files to write over, and the
+// logger.
+func (p *Protector) options(more ...schemes.Option) []schemes.Option {
+	return append([]schemes.Option{schemes.WithBuffers(p.bufs), schemes.WithSpare(p.o.Store.TakeSpare),
+		schemes.WithLogger(p.log)}, more...)
+}
+
+// coordinator is the node that gathers readiness for this node's set.
+func (p *Protector) coordinator() int { return p.member.Set.Nodes[0] }
+
+// others returns every node index of the job but this one.
+func (p *Protector) others() []int {
+	var out []int
+	for i := range p.o.Nodes {
+		if i != p.self {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// all returns every node index of the job.
+func (p *Protector) all() []int {
+	out := make([]int, p.o.Nodes)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// tell sends msg as kind to nodes in the background, each tried for at most
+// ConnectTimeout, and logs the ones that could not be reached.
+func (p *Protector) tell(kind string, msg any, nodes []int, what string, dataset string) {
+	p.g.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
+		defer cancel()
+		for n, err := range p.o.Mux.CallAll(ctx, nodes, kind, msg) {
+			p.log.Warn(what, "dataset", dataset, "to", n, "err", err)
+		}
+	})
+}
