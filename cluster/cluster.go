@@ -30,8 +30,35 @@ func (c *Cluster) Size() int { return len(c.Addrs) }
 // configuration: cluster.nodes, else cluster.hostfile, else Slurm
 // (SLURM_JOB_NODELIST and SLURM_NODEID), else a job of one node. The index
 // is cluster.node_index (or SCRFS_CLUSTER_NODE_INDEX), else SLURM_NODEID, else
-// the entry naming a local address. env is usually os.Environ().
+// the entry naming a local address. env is usually os.Environ(). Settings the
+// layout cannot satisfy are errors wrapping config.ErrInvalid (see Check).
 func ResolveCluster(cfg *config.Config, env []string) (*Cluster, error) {
+	c, err := resolve(cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	if c.Self < 0 {
+		if c.Self, err = selfIndex(c.Addrs); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Check reports every combination of settings that the job's layout cannot
+// satisfy (a node index outside the node list, a scheme the sets are too
+// small for, failure domains that do not match the nodes), as errors that
+// wrap config.ErrInvalid and name the keys involved. It resolves the node
+// list as the daemon does, but does not need this host to be one of the
+// nodes, so `scrfs config` can run it on a login node.
+func Check(cfg *config.Config, env []string) error {
+	_, err := resolve(cfg, env)
+	return err
+}
+
+// resolve finds the node list, the index if configured, and the sets. Self
+// is -1 when only the local addresses can tell it.
+func resolve(cfg *config.Config, env []string) (*Cluster, error) {
 	c := &Cluster{Self: -1}
 	var err error
 	switch {
@@ -49,15 +76,16 @@ func ResolveCluster(cfg *config.Config, env []string) (*Cluster, error) {
 		}
 		c.Source = "SLURM_JOB_NODELIST"
 	default:
-		c.Addrs, c.Self, c.Source = []string{""}, 0, "single node"
+		c.Addrs, c.Source = []string{""}, "single node: cluster.nodes and cluster.hostfile are empty and SLURM_JOB_NODELIST is unset"
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %s: %w", c.Source, err)
 	}
-	if c.Self < 0 {
-		if c.Self, err = selfIndex(cfg, env, c.Addrs); err != nil {
-			return nil, err
-		}
+	if c.Self, err = configuredIndex(cfg, env, c); err != nil {
+		return nil, err
+	}
+	if c.Self < 0 && len(c.Addrs) == 1 {
+		c.Self = 0
 	}
 	if err := c.formSets(cfg); err != nil {
 		return nil, err
@@ -65,24 +93,38 @@ func ResolveCluster(cfg *config.Config, env []string) (*Cluster, error) {
 	return c, nil
 }
 
-// selfIndex finds this node's index in addrs.
-func selfIndex(cfg *config.Config, env []string, addrs []string) (int, error) {
-	check := func(i int, from string) (int, error) {
-		if i < 0 || i >= len(addrs) {
-			return -1, fmt.Errorf("cluster: node index %d from %s is outside the %d nodes of the job", i, from, len(addrs))
+// invalid is a layout problem with the configuration: it names the key and
+// wraps config.ErrInvalid, like the errors of config.Validate.
+func invalid(key, value, format string, args ...any) error {
+	return &config.Error{Key: key, Value: value, Kind: config.ErrInvalid, Msg: fmt.Sprintf(format, args...)}
+}
+
+// configuredIndex returns cluster.node_index, else SLURM_NODEID, checked
+// against the node list; -1 if neither is set.
+func configuredIndex(cfg *config.Config, env []string, c *Cluster) (int, error) {
+	n := len(c.Addrs)
+	if i := cfg.Cluster.NodeIndex; i >= 0 {
+		if i >= n {
+			return -1, invalid("cluster.node_index", strconv.Itoa(i),
+				"is outside the %d node(s) of the job (%s); it counts from 0, or set -1 to work it out", n, c.Source)
 		}
 		return i, nil
-	}
-	if cfg.Cluster.NodeIndex >= 0 {
-		return check(cfg.Cluster.NodeIndex, "cluster.node_index")
 	}
 	if s := getenv(env, "SLURM_NODEID"); s != "" {
 		i, err := strconv.Atoi(s)
 		if err != nil {
 			return -1, fmt.Errorf("cluster: SLURM_NODEID=%q is not a number", s)
 		}
-		return check(i, "SLURM_NODEID")
+		if i < 0 || i >= n {
+			return -1, invalid("", "", "SLURM_NODEID=%d is outside the %d node(s) of the job (%s); set cluster.node_index", i, n, c.Source)
+		}
+		return i, nil
 	}
+	return -1, nil
+}
+
+// selfIndex finds this node's index in addrs from the local addresses.
+func selfIndex(addrs []string) (int, error) {
 	local := localAddrs()
 	found := -1
 	for i, a := range addrs {
@@ -104,10 +146,11 @@ func selfIndex(cfg *config.Config, env []string, addrs []string) (int, error) {
 func (c *Cluster) formSets(cfg *config.Config) error {
 	domains, err := layout.ParseDomains(cfg.Cluster.FailureDomains)
 	if err != nil {
-		return fmt.Errorf("cluster.failure_domains: %w", err)
+		return invalid("cluster.failure_domains", fmt.Sprintf("%q", cfg.Cluster.FailureDomains), "%v", err)
 	}
 	if c.Nodes, err = layout.NewNodes(len(c.Addrs), domains); err != nil {
-		return err
+		return invalid("cluster.failure_domains", fmt.Sprintf("%q", cfg.Cluster.FailureDomains),
+			"%v (the %d node(s) come from %s)", err, len(c.Addrs), c.Source)
 	}
 	c.Scheme = layout.Scheme{
 		Kind:     cfg.EffectiveScheme(len(c.Addrs)),
@@ -119,10 +162,11 @@ func (c *Cluster) formSets(cfg *config.Config) error {
 		setSize = 1
 	}
 	if c.Layout, err = layout.Build(c.Nodes, setSize); err != nil {
-		return err
+		return invalid("cluster.failure_domains", fmt.Sprintf("%q", cfg.Cluster.FailureDomains), "%v", err)
 	}
 	if err := c.Layout.CheckScheme(c.Scheme); err != nil {
-		return fmt.Errorf("redundancy: %w", err)
+		return invalid("", "", "%v, with %d node(s) from %s and redundancy.set_size = %d",
+			err, len(c.Addrs), c.Source, cfg.Redundancy.SetSize)
 	}
 	return nil
 }

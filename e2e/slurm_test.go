@@ -88,7 +88,7 @@ func TestSlurmNodelist(t *testing.T) {
 	// What cannot work is a configuration error that says why.
 	for _, c := range []struct{ nodelist, nodeid, want string }{
 		{"node[01-04", "0", "missing ']'"},
-		{"node[01-04]", "4", "node index 4 from SLURM_NODEID is outside the 4 nodes"},
+		{"node[01-04]", "4", "SLURM_NODEID=4 is outside the 4 node(s)"},
 		{"node[01-04]", "two", `SLURM_NODEID="two" is not a number`},
 	} {
 		_, _, _, errs, code := runLayout(t, "SLURM_JOB_NODELIST="+c.nodelist, "SLURM_NODEID="+c.nodeid)

@@ -182,6 +182,12 @@ func runConfig(e *env, args []string) int {
 	if !ok {
 		return exitConfig
 	}
+	// What the file allows but the job's layout cannot satisfy (too few
+	// nodes for the scheme, say) is as much a configuration error.
+	if err := cluster.Check(cfg, os.Environ()); err != nil {
+		e.errorf("%v", err)
+		return exitConfig
+	}
 	e.stdout.Write(cfg.TOML())
 	return exitOK
 }

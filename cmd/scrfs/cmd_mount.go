@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/daemon"
 )
 
@@ -42,6 +43,10 @@ func runMount(e *env, args []string) int {
 		cfg.Job.ID = *job
 	}
 	if err := cfg.Validate(); err != nil {
+		e.errorf("%v", err)
+		return exitConfig
+	}
+	if err := cluster.Check(cfg, os.Environ()); err != nil {
 		e.errorf("%v", err)
 		return exitConfig
 	}
