@@ -166,7 +166,7 @@ type frameConn struct {
 	// whdr, wvec and wbufs are reused by every write so that a frame costs
 	// no allocation.
 	whdr  [headerLen]byte
-	wvec  [3][]byte
+	wvec  [4][]byte
 	wbufs net.Buffers
 }
 
@@ -210,7 +210,7 @@ func (fc *frameConn) readFrameTimed(buf []byte) (header, []byte, error) {
 }
 
 // writeFrame sends one frame whose payload is the concatenation of parts
-// (at most two), in one writev, with an IOTimeout write deadline. It returns
+// (at most three), in one writev, with an IOTimeout write deadline. It returns
 // the bytes written, header included. A failed write leaves the connection
 // mid-frame: the caller must close it.
 func (fc *frameConn) writeFrame(typ frameType, id uint64, parts ...[]byte) (int, error) {
@@ -239,7 +239,7 @@ func (fc *frameConn) writeFrameLocked(typ frameType, id uint64, parts ...[]byte)
 	fc.wbufs = fc.wvec[:n]
 	w, err := fc.wbufs.WriteTo(fc.c)
 	// Drop references to the caller's buffers.
-	fc.wvec = [3][]byte{}
+	fc.wvec = [4][]byte{}
 	fc.wbufs = nil
 	return int(w), err
 }

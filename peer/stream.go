@@ -56,6 +56,13 @@ type Stream struct {
 	rw   ctxWatch
 	werr error
 	ww   ctxWatch
+
+	// pipe carries spliced payloads (RecvToFile): read end, write end, or
+	// nil before the first; rmu protects it.
+	pipe []int
+	// spliced and copied record which file data paths the stream used
+	// (FileIO).
+	spliced, copied atomic.Bool
 }
 
 func newStream(n *Node, fc *frameConn, peer int, id string) *Stream {
@@ -248,23 +255,7 @@ func (n *Node) expireHeld(key streamKey, h *heldStream) {
 // stream if the peer does not take the frame within IOTimeout or ctx ends
 // mid-frame.
 func (s *Stream) Send(ctx context.Context, b []byte) error {
-	if len(b) > s.n.cfg.MaxFrame {
-		return fmt.Errorf("stream %q send %d bytes: %w (MaxFrame %d)", s.id, len(b), ErrFrameTooLarge, s.n.cfg.MaxFrame)
-	}
-	s.fc.wmu.Lock()
-	defer s.fc.wmu.Unlock()
-	if s.werr != nil {
-		return s.werr
-	}
-	if err := s.ww.begin(ctx, time.Now().Add(s.n.cfg.IOTimeout)); err != nil {
-		return s.fail(&s.werr, "send", err, false)
-	}
-	w, err := s.fc.writeFrameLocked(ftData, 0, b)
-	if err != nil {
-		return s.fail(&s.werr, "send", s.cause(ctx, &s.ww, err), true)
-	}
-	s.pc.sent.Add(float64(w))
-	return nil
+	return s.send(ctx, len(b), func() (int, error) { return s.fc.writeFrameLocked(ftData, 0, b) })
 }
 
 // Recv returns the next frame, read into buf when it fits (else into a new
@@ -273,11 +264,22 @@ func (s *Stream) Send(ctx context.Context, b []byte) error {
 func (s *Stream) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	s.rmu.Lock()
 	defer s.rmu.Unlock()
+	h, err := s.recvHeaderLocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.recvPayloadLocked(ctx, h, buf)
+}
+
+// recvHeaderLocked starts a Recv: it reads the next frame's header (a data
+// frame) with the IOTimeout deadline, then extends the deadline for the
+// payload. The caller holds rmu.
+func (s *Stream) recvHeaderLocked(ctx context.Context) (header, error) {
 	if s.rerr != nil {
-		return nil, s.rerr
+		return header{}, s.rerr
 	}
 	if err := s.rw.begin(ctx, time.Now().Add(s.n.cfg.IOTimeout)); err != nil {
-		return nil, s.fail(&s.rerr, "recv", err, false)
+		return header{}, s.fail(&s.rerr, "recv", err, false)
 	}
 	h, err := s.fc.readHeader()
 	if err == nil && h.typ != ftData {
@@ -286,11 +288,16 @@ func (s *Stream) Recv(ctx context.Context, buf []byte) ([]byte, error) {
 	if err != nil {
 		if errors.Is(err, io.EOF) && !s.closed.Load() {
 			s.rerr = io.EOF
-			return nil, io.EOF
+			return header{}, io.EOF
 		}
-		return nil, s.fail(&s.rerr, "recv", s.cause(ctx, &s.rw, err), true)
+		return header{}, s.fail(&s.rerr, "recv", s.cause(ctx, &s.rw, err), true)
 	}
 	s.rw.extend(time.Now().Add(s.n.cfg.IOTimeout))
+	return h, nil
+}
+
+// recvPayloadLocked reads h's payload into buf when it fits.
+func (s *Stream) recvPayloadLocked(ctx context.Context, h header, buf []byte) ([]byte, error) {
 	p, err := s.fc.readPayload(h, buf)
 	if err != nil {
 		return nil, s.fail(&s.rerr, "recv", s.cause(ctx, &s.rw, err), true)
@@ -337,5 +344,6 @@ func (s *Stream) Close() error {
 	s.rw.release()
 	s.ww.release()
 	s.n.untrack(s.fc.c)
+	s.closePipe()
 	return nil
 }

@@ -91,8 +91,12 @@ func (t *fileCRCs) add(i int, start int64, b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	c := crc32c(b)
-	n := int64(len(b))
+	t.addCRC(i, start, int64(len(b)), crc32c(b))
+}
+
+// addCRC records that n bytes whose CRC32C is c sit at offset start of
+// file i.
+func (t *fileCRCs) addCRC(i int, start, n int64, c uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	runs := t.runs[i]
@@ -168,6 +172,22 @@ func (b *blockCRCs) write(p []byte) {
 			b.cur, b.curLen = 0, 0
 		}
 	}
+}
+
+// add appends n bytes whose CRC32C the caller knows (a spliced piece
+// whose sender computed it). The segment must be at a block boundary, and
+// n at most a block; a shorter run is continued by later writes as any
+// partial block is.
+func (b *blockCRCs) add(n int64, crc uint32) error {
+	if b.curLen != 0 || n > b.bs {
+		return fmt.Errorf("internal error: %d bytes with a known CRC at block offset %d (block size %d)", n, b.curLen, b.bs)
+	}
+	b.cur, b.curLen = crc, n
+	if b.curLen == b.bs {
+		b.crcs = append(b.crcs, b.cur)
+		b.cur, b.curLen = 0, 0
+	}
+	return nil
 }
 
 // finish closes the last partial block and returns all block CRCs.

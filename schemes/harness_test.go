@@ -69,9 +69,14 @@ func (ts *testSet) member(r int) Member {
 // member's links close when its call returns, as a real transport's would.
 func runAll(t testing.TB, size int, fn func(ctx context.Context, r int, links Links) (*Result, error)) ([]*Result, []error) {
 	t.Helper()
+	return runAllOn(t, newMemNet(), size, fn)
+}
+
+// runAllOn is runAll over net.
+func runAllOn(t testing.TB, net *memNet, size int, fn func(ctx context.Context, r int, links Links) (*Result, error)) ([]*Result, []error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	net := newMemNet()
 	res := make([]*Result, size)
 	errs := make([]error, size)
 	var wg sync.WaitGroup

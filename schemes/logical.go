@@ -148,6 +148,33 @@ func (l *logicalFile) readAt(p []byte, off int64) error {
 	return nil
 }
 
+// piece reads the logical bytes [off, off+n) into buf[frameLen:] (buf from
+// the session's pool). When they lie in one file the piece also carries
+// their CRC32C, which the CRC tracker needed anyway.
+func (l *logicalFile) piece(off int64, n int, buf []byte) (span, error) {
+	p := buf[frameLen : frameLen+n]
+	if i := l.locate(off); l.crcs != nil && n > 0 && i < len(l.starts) && off+int64(n) <= l.starts[i]+l.sizes[i] {
+		in := off - l.starts[i]
+		f, err := l.file(i)
+		if err != nil {
+			return span{}, err
+		}
+		if _, err := f.ReadAt(p, in); err != nil {
+			if errors.Is(err, io.EOF) {
+				return span{}, fmt.Errorf("%w: %s shrank below %d bytes", ErrMismatch, l.shown[i], in+int64(n))
+			}
+			return span{}, fmt.Errorf("read %s: %w", l.shown[i], err)
+		}
+		crc := crc32c(p)
+		l.crcs.addCRC(i, in, int64(n), crc)
+		return span{buf: buf[:frameLen+n], crc: crc, hasCRC: true}, nil
+	}
+	if err := l.readAt(p, off); err != nil {
+		return span{}, err
+	}
+	return span{buf: buf[:frameLen+n]}, nil
+}
+
 // track feeds the logical bytes p at off to the CRC tracker only.
 func (l *logicalFile) track(p []byte, off int64) {
 	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {

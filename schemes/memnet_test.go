@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 )
 
@@ -14,6 +15,9 @@ import (
 type memNet struct {
 	mu    sync.Mutex
 	pipes map[[2]int]*memPipe
+	// fileConns makes its conns implement PartsSender and FileReceiver,
+	// as peer streams do, so the zero-copy path's protocol runs in memory.
+	fileConns bool
 }
 
 type memPipe struct {
@@ -67,7 +71,34 @@ func (l memLinks) Conn(ctx context.Context, rank int) (Conn, error) {
 	if rank == l.rank {
 		return nil, fmt.Errorf("memnet: rank %d dialled itself", rank)
 	}
-	return &memConn{out: l.n.pipe(l.rank, rank), in: l.n.pipe(rank, l.rank)}, nil
+	c := &memConn{out: l.n.pipe(l.rank, rank), in: l.n.pipe(rank, l.rank)}
+	if l.n.fileConns {
+		return &memFileConn{c}, nil
+	}
+	return c, nil
+}
+
+// memFileConn is a memConn with the optional Conn extensions.
+type memFileConn struct{ *memConn }
+
+func (c *memFileConn) SendParts(ctx context.Context, parts ...[]byte) error {
+	var msg []byte
+	for _, p := range parts {
+		msg = append(msg, p...)
+	}
+	return c.Send(ctx, msg)
+}
+
+func (c *memFileConn) RecvToFile(ctx context.Context, head []byte, f *os.File, off int64, n int) ([]byte, error) {
+	msg, err := c.Recv(ctx, nil)
+	if err != nil || len(msg) != len(head)+n {
+		return msg, err
+	}
+	copy(head, msg)
+	if _, err := f.WriteAt(msg[len(head):], off); err != nil {
+		return nil, err
+	}
+	return head, nil
 }
 
 type memConn struct {

@@ -15,6 +15,7 @@ type options struct {
 	log      *slog.Logger
 	bufs     *Buffers
 	spare    func() string
+	zeroCopy *bool // nil: the process default (SCRFS_ZEROCOPY)
 }
 
 // WithPieceSize overrides Params.PieceSize for this call. Every member must
@@ -91,8 +92,11 @@ type Result struct {
 	// Sent and Received count bytes over the links, frames included.
 	Sent, Received int64
 	Duration       time.Duration
+	// Path is the data path the call ran on: PathZeroCopy, or PathCopy when
+	// it was off or the kernel refused a mapping or splice along the way.
+	Path string
 }
 
 func (s *session) result(file string, data int64, start time.Time) *Result {
-	return &Result{File: file, DataBytes: data, Sent: s.sent.Load(), Received: s.recvd.Load(), Duration: time.Since(start)}
+	return &Result{File: file, DataBytes: data, Sent: s.sent.Load(), Received: s.recvd.Load(), Duration: time.Since(start), Path: s.path()}
 }

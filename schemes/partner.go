@@ -1,6 +1,7 @@
 package schemes
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 )
 
@@ -19,32 +20,32 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 	own := sizes[r]
 	n := pieces(own, piece)
 
-	pf := startPrefetch(s.ctx, n, sendQueue+4, s.pool, func(o int, buf []byte) ([]byte, error) {
+	pf := startPrefetch(s.ctx, n, sendQueue+4, s.pool, func(o int, buf []byte) (span, error) {
 		ln := int(min(int64(piece), own-int64(o)*int64(piece)))
-		if err := lr.readAt(buf[frameLen:frameLen+ln], int64(o)*int64(piece)); err != nil {
-			return nil, err
+		pc, err := lr.piece(int64(o)*int64(piece), ln, buf)
+		if err != nil {
+			return span{}, err
 		}
 		s.addProgress(int64(ln))
-		return buf[:frameLen+ln], nil
+		return pc, nil
 	})
 	defer pf.close()
 
 	fns := []func() error{func() error {
 		for o := 0; o < n; o++ {
-			buf, err := pf.next(s.ctx)
+			pc, err := pf.next(s.ctx)
 			if err != nil {
 				return err
 			}
-			frame(buf, msgData, uint32(o))
 			refs := new(atomic.Int32)
 			refs.Store(int32(len(holders)))
 			release := func() {
 				if refs.Add(-1) == 0 {
-					pf.release(buf)
+					pf.release(pc)
 				}
 			}
 			for _, h := range holders {
-				if err := s.enqueue(h, buf, release); err != nil {
+				if err := s.sendPiece(h, uint32(o), pc, release); err != nil {
 					return err
 				}
 			}
@@ -53,13 +54,7 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 	}}
 	for seg, src := range sources {
 		fns = append(fns, func() error {
-			return receiveStream(s, src, sizes[src], piece, func(b []byte) error {
-				if err := w.write(seg, b); err != nil {
-					return err
-				}
-				s.addProgress(int64(len(b)))
-				return nil
-			})
+			return receiveCopy(s, src, sizes[src], piece, w, seg)
 		})
 	}
 	return s.group(fns...)
@@ -78,6 +73,74 @@ func receiveStream(s *session, src int, length int64, piece int, sink func([]byt
 			return err
 		}
 		rbuf = msg
+		if err := sink(msg[frameLen:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sendPiece queues one piece of a PARTNER copy to rank to. On the zero-copy
+// path it goes straight from its mapping, with its CRC32C in the frame so
+// the receiver can splice it into its file unseen; otherwise as a framed
+// buffer. done runs once it has left.
+func (s *session) sendPiece(to int, tag uint32, pc span, done func()) error {
+	if !s.zeroCopy {
+		frame(pc.buf, msgData, tag)
+		return s.enqueue(to, pc.buf, done)
+	}
+	if !pc.hasCRC {
+		pc.crc = crc32c(pc.payload())
+	}
+	return s.enqueueParts(to, crcFrame(tag, pc.crc), pc.payload(), done)
+}
+
+// receiveCopy receives rank src's logical file of length bytes into
+// segment seg of w. A link that can write into files (FileReceiver) splices
+// pieces that carry their sender's CRC straight into the redundancy file;
+// anything else is received into a buffer and written.
+func receiveCopy(s *session, src int, length int64, piece int, w *redWriter, seg int) error {
+	sink := func(b []byte) error {
+		if err := w.write(seg, b); err != nil {
+			return err
+		}
+		s.addProgress(int64(len(b)))
+		return nil
+	}
+	pl, err := s.peer(src)
+	if err != nil {
+		return s.fail(err)
+	}
+	fr, ok := pl.conn.(FileReceiver)
+	if !s.zeroCopy || !ok {
+		return receiveStream(s, src, length, piece, sink)
+	}
+	head := make([]byte, crcFrameLen)
+	for o := 0; o < pieces(length, piece); o++ {
+		ln := int(min(int64(piece), length-int64(o)*int64(piece)))
+		at, err := w.at(seg, ln)
+		if err != nil {
+			return err
+		}
+		msg, err := fr.RecvToFile(s.ctx, head, w.f, at, ln)
+		if err == nil && len(msg) == crcFrameLen && &msg[0] == &head[0] && msg[0] == msgDataCRC {
+			if got := binary.LittleEndian.Uint32(msg[4:]); got != uint32(o) {
+				_, err := s.checkRecv(src, msg, nil, msgData, uint32(o), ln)
+				return err
+			}
+			s.recvd.Add(int64(crcFrameLen + ln))
+			if err := w.spliced(seg, ln, binary.LittleEndian.Uint32(msg[frameLen:])); err != nil {
+				return err
+			}
+			s.addProgress(int64(ln))
+			continue
+		}
+		// A whole message: a copy from a sender on the copy path, an
+		// abort, or garbage.
+		msg, err = s.checkRecv(src, msg, err, msgData, uint32(o), ln)
+		if err != nil {
+			return err
+		}
 		if err := sink(msg[frameLen:]); err != nil {
 			return err
 		}

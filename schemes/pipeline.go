@@ -5,28 +5,40 @@ import (
 	"sync"
 )
 
-// prefetcher runs a sequence of reads on its own goroutine, a few buffers
-// ahead of the consumer, so disk reads overlap computing and sending.
-// Buffers go back with release, possibly from another goroutine (a link
-// sender once the bytes have left).
+// prefetcher runs a sequence of reads on its own goroutine, a few pieces
+// ahead of the consumer, so disk reads overlap computing and sending. Pieces go back with release, possibly from
+// another goroutine (a link sender once the bytes have left).
 type prefetcher struct {
 	ready chan pfItem
-	slots chan struct{} // one per buffer out, so at most nbuf exist
+	slots chan struct{} // one per piece out, so at most nbuf exist
 	pool  sizedPool
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 }
 
 type pfItem struct {
-	buf []byte
+	pc  span
 	err error
 }
 
+// span is a run of bytes read for an operation, in a buffer from the
+// session's pool with frame room in front (buf[:frameLen] free for the
+// header, the bytes after it).
+type span struct {
+	buf []byte
+	// crc is the CRC32C of the bytes when hasCRC (a read from one file
+	// computes it for the file's CRC anyway).
+	crc    uint32
+	hasCRC bool
+}
+
+// payload returns the span's bytes.
+func (pc span) payload() []byte { return pc.buf[frameLen:] }
+
 // startPrefetch calls read(i, buf) for i in [0, n) in order, each with a
-// buffer from pool (full length); read returns the prefix of buf to deliver.
-// At most nbuf buffers are out at once; the consumer holding nbuf stalls
-// the reader until it releases one.
-func startPrefetch(ctx context.Context, n, nbuf int, pool sizedPool, read func(i int, buf []byte) ([]byte, error)) *prefetcher {
+// buffer from pool (full length) to fill. At most nbuf pieces are out at once; the consumer holding
+// nbuf stalls the reader until it releases one.
+func startPrefetch(ctx context.Context, n, nbuf int, pool sizedPool, read func(i int, buf []byte) (span, error)) *prefetcher {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &prefetcher{ready: make(chan pfItem, nbuf), slots: make(chan struct{}, nbuf), pool: pool, stop: cancel}
 	p.wg.Add(1)
@@ -39,15 +51,19 @@ func startPrefetch(ctx context.Context, n, nbuf int, pool sizedPool, read func(i
 				return
 			}
 			buf := pool.get(pool.size)
-			out, err := read(i, buf)
+			pc, err := read(i, buf)
+			if pc.buf == nil {
+				pool.put(buf)
+			}
 			if err != nil {
-				p.release(buf)
+				p.release(pc)
+				pc = span{}
 			}
 			select {
-			case p.ready <- pfItem{buf: out, err: err}:
+			case p.ready <- pfItem{pc: pc, err: err}:
 			case <-ctx.Done():
-				if out != nil {
-					p.release(out)
+				if err == nil {
+					p.release(pc)
 				}
 				return
 			}
@@ -59,24 +75,26 @@ func startPrefetch(ctx context.Context, n, nbuf int, pool sizedPool, read func(i
 	return p
 }
 
-// next returns the next filled buffer.
-func (p *prefetcher) next(ctx context.Context) ([]byte, error) {
+// next returns the next piece.
+func (p *prefetcher) next(ctx context.Context) (span, error) {
 	select {
 	case it := <-p.ready:
-		return it.buf, it.err
+		return it.pc, it.err
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return span{}, context.Cause(ctx)
 	}
 }
 
-// release gives a buffer back for reuse; call it exactly once per buffer
-// next returned.
-func (p *prefetcher) release(b []byte) {
-	p.pool.put(b)
+// release gives a piece back; call it exactly once per piece next
+// returned.
+func (p *prefetcher) release(pc span) {
+	if pc.buf != nil {
+		p.pool.put(pc.buf)
+	}
 	<-p.slots
 }
 
-// close stops the reader and waits for it. Buffers still out may be
+// close stops the reader and waits for it. Pieces still out may be
 // released afterwards.
 func (p *prefetcher) close() {
 	p.stop()
@@ -84,8 +102,8 @@ func (p *prefetcher) close() {
 	for {
 		select {
 		case it := <-p.ready:
-			if it.buf != nil {
-				p.release(it.buf)
+			if it.err == nil {
+				p.release(it.pc)
 			}
 		default:
 			return

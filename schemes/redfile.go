@@ -126,6 +126,27 @@ func (w *redWriter) write(i int, b []byte) error {
 	return nil
 }
 
+// at returns where the next n bytes of segment i go in the file, checking
+// they fit.
+func (w *redWriter) at(i, n int) (int64, error) {
+	s := &w.segs[i]
+	if s.written+int64(n) > s.seg.Length {
+		return 0, fmt.Errorf("write %s: segment %d overflows its %d bytes", w.tmp, i, s.seg.Length)
+	}
+	return preambleSize + s.seg.Offset + s.written, nil
+}
+
+// spliced records that n bytes whose CRC32C is crc were written to segment
+// i at w.at(i, n) by someone else (a splice from the network).
+func (w *redWriter) spliced(i, n int, crc uint32) error {
+	s := &w.segs[i]
+	if err := s.crc.add(int64(n), crc); err != nil {
+		return fmt.Errorf("write %s: %w", w.tmp, err)
+	}
+	s.written += int64(n)
+	return nil
+}
+
 // finish completes the file with header h (its Segments and BlockSize are
 // filled in here) and renames it into place.
 func (w *redWriter) finish(h *Header) error {

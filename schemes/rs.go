@@ -69,16 +69,17 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 	steps := size - k
 	pieceLen := func(o int) int { return int(min(int64(piece), chunk-int64(o)*int64(piece))) }
 
-	pf := startPrefetch(s.ctx, n*steps, 4, s.pool, func(i int, buf []byte) ([]byte, error) {
+	pf := startPrefetch(s.ctx, n*steps, 4, s.pool, func(i int, buf []byte) (span, error) {
 		o, st := i/steps, size-1-i%steps
 		ln := pieceLen(o)
 		row := mod(r+st, size)
 		off := int64(rsDataIndex(r, row, size, k))*chunk + int64(o)*int64(piece)
-		if err := lr.readAt(buf[:ln], off); err != nil {
-			return nil, err
+		pc, err := lr.piece(off, ln, buf)
+		if err != nil {
+			return span{}, err
 		}
 		s.addProgress(int64(ln))
-		return buf[:ln], nil
+		return pc, nil
 	})
 	defer pf.close()
 
@@ -88,10 +89,11 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 		for i := 0; i < n*steps; i++ {
 			o, st := i/steps, size-1-i%steps
 			row := mod(r+st, size)
-			data, err := pf.next(s.ctx)
+			pc, err := pf.next(s.ctx)
 			if err != nil {
 				return err
 			}
+			data := pc.payload()
 			bufs := make([][]byte, k)
 			for c := range bufs {
 				if err := limit.acquire(); err != nil {
@@ -101,10 +103,11 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 				parity[c] = bufs[c][frameLen:]
 				clear(parity[c])
 			}
-			if err := enc.EncodeIdx(data, r, parity); err != nil {
+			err = enc.EncodeIdx(data, r, parity)
+			pf.release(pc)
+			if err != nil {
 				return fmt.Errorf("reed-solomon encode: %w", err)
 			}
-			pf.release(data)
 			for c, b := range bufs {
 				frame(b, msgData, uint32(o))
 				if err := s.enqueue(rsHolder(row, c, size), b, func() { s.pool.put(b); limit.release() }); err != nil {

@@ -41,10 +41,16 @@ const (
 	msgData
 	msgAbort
 	msgDone
+	// msgDataCRC is msgData whose frame carries, after the tag, the
+	// little-endian CRC32C of its payload (crcFrameLen bytes in all):
+	// PARTNER copies on the zero-copy path, which the receiver splices
+	// into its redundancy file without seeing the bytes.
+	msgDataCRC
 )
 
 const (
-	frameLen = 8
+	frameLen    = 8
+	crcFrameLen = frameLen + 4
 	// abortTimeout bounds how long a failed member tries to tell each peer. A
 	// peer that is not reading that link will learn from the link failing
 	// instead, so waiting long buys little.
@@ -60,9 +66,21 @@ func frame(buf []byte, kind byte, tag uint32) {
 	binary.LittleEndian.PutUint32(buf[4:], tag)
 }
 
+// crcFrame returns a msgDataCRC frame head.
+func crcFrame(tag, crc uint32) []byte {
+	h := make([]byte, crcFrameLen)
+	frame(h, msgDataCRC, tag)
+	binary.LittleEndian.PutUint32(h[frameLen:], crc)
+	return h
+}
+
+// outMsg is a message for a link's sender: buf, a framed message, or head
+// followed by body (memory the caller keeps valid until done), sent without
+// joining them where the Conn allows.
 type outMsg struct {
-	buf  []byte
-	done func() // called once Send returned, so the buffer can be reused
+	buf        []byte
+	head, body []byte
+	done       func() // called once Send returned, so the memory can be reused
 }
 
 type peerLink struct {
@@ -90,6 +108,8 @@ type session struct {
 	errMu   sync.Mutex
 	first   error
 
+	zeroCopy bool // the zero-copy path is on for this operation
+
 	wg    sync.WaitGroup // sender goroutines
 	sent  atomic.Int64
 	recvd atomic.Int64
@@ -106,9 +126,25 @@ func newSession(ctx context.Context, links Links, rank, size, piece int, o *opti
 	c, cancel := context.WithCancelCause(ctx)
 	return &session{
 		ctx: c, cancel: cancel, parent: ctx, links: links, rank: rank, size: size,
-		log: o.log, peers: make(map[int]*peerLink), pool: sizedPool{b: o.bufs, size: frameLen + piece},
-		progress: o.progress,
+		log: o.log, peers: make(map[int]*peerLink), pool: sizedPool{b: o.bufs, size: crcFrameLen + piece},
+		progress: o.progress, zeroCopy: o.zeroCopyOn(),
 	}
+}
+
+// path names the data path the session ran on (Result.Path): copy if it
+// was off, or if a link fell back from it.
+func (s *session) path() string {
+	if !s.zeroCopy {
+		return PathCopy
+	}
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	for _, pl := range s.peers {
+		if r, ok := pl.conn.(fileIOReporter); ok && r.FileIO() == "copy" {
+			return PathCopy
+		}
+	}
+	return PathZeroCopy
 }
 
 // fail records err as the session's outcome (the first one wins) and stops
@@ -166,7 +202,7 @@ func (s *session) sender(pl *peerLink) {
 			if !ok {
 				return
 			}
-			err := pl.conn.Send(s.ctx, m.buf)
+			n, err := s.send(pl.conn, m)
 			if m.done != nil {
 				m.done()
 			}
@@ -176,22 +212,47 @@ func (s *session) sender(pl *peerLink) {
 				}
 				return
 			}
-			s.sent.Add(int64(len(m.buf)))
+			s.sent.Add(int64(n))
 		case <-s.ctx.Done():
 			return
 		}
 	}
 }
 
+// send sends one queued message and returns its length.
+func (s *session) send(conn Conn, m outMsg) (int, error) {
+	if m.body == nil {
+		return len(m.buf), conn.Send(s.ctx, m.buf)
+	}
+	n := len(m.head) + len(m.body)
+	if ps, ok := conn.(PartsSender); ok && s.zeroCopy {
+		return n, ps.SendParts(s.ctx, m.head, m.body)
+	}
+	buf := s.pool.get(n)
+	defer s.pool.put(buf)
+	copy(buf, m.head)
+	copy(buf[len(m.head):], m.body)
+	return n, conn.Send(s.ctx, buf)
+}
+
+// enqueueParts hands head+body to the link's sender, like enqueue.
+func (s *session) enqueueParts(to int, head, body []byte, done func()) error {
+	return s.enqueueMsg(to, outMsg{head: head, body: body, done: done})
+}
+
 // enqueue hands a framed message to the link's sender. done (may be nil)
 // runs once the message has left buf.
 func (s *session) enqueue(to int, buf []byte, done func()) error {
+	return s.enqueueMsg(to, outMsg{buf: buf, done: done})
+}
+
+func (s *session) enqueueMsg(to int, m outMsg) error {
 	pl, err := s.peer(to)
 	if err != nil {
 		return s.fail(err)
 	}
 	select {
-	case pl.q <- outMsg{buf: buf, done: done}:
+	case pl.q <- m:
 		return nil
 	case <-s.ctx.Done():
 		return s.err()
@@ -215,6 +276,11 @@ func (s *session) recv(from int, kind byte, tag uint32, buf []byte, want int) ([
 		return nil, s.fail(err)
 	}
 	msg, err := pl.conn.Recv(s.ctx, buf)
+	return s.checkRecv(from, msg, err, kind, tag, want)
+}
+
+// checkRecv checks a received message as recv describes.
+func (s *session) checkRecv(from int, msg []byte, err error, kind byte, tag uint32, want int) ([]byte, error) {
 	if err != nil {
 		if s.ctx.Err() != nil {
 			return nil, s.err()
@@ -230,6 +296,17 @@ func (s *session) recv(from int, kind byte, tag uint32, buf []byte, want int) ([
 	}
 	if msg[0] == msgAbort {
 		return nil, s.fail(&PeerError{Rank: from, Err: decodeAbort(msg[frameLen:])})
+	}
+	if msg[0] == msgDataCRC && kind == msgData && len(msg) >= crcFrameLen {
+		// A zero-copy sender's copy reaching a receiver that copies: check
+		// the sender's CRC here and hand on a plain msgData.
+		sum := binary.LittleEndian.Uint32(msg[frameLen:])
+		if got := crc32c(msg[crcFrameLen:]); got != sum {
+			return nil, s.fail(&PeerError{Rank: from, Err: fmt.Errorf("%w: piece %d: crc32c %08x, sender computed %08x", ErrCorrupt, tag, got, sum)})
+		}
+		t := binary.LittleEndian.Uint32(msg[4:])
+		msg = msg[crcFrameLen-frameLen:]
+		frame(msg, msgData, t)
 	}
 	if got := binary.LittleEndian.Uint32(msg[4:]); msg[0] != kind || got != tag {
 		return bad("got message kind %d tag %d, want kind %d tag %d", msg[0], got, kind, tag)

@@ -33,16 +33,17 @@ func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *red
 
 	// The reader produces this member's contributions in the order the
 	// pipeline consumes them: for each piece, rows r-1, r-2, ..., r+1.
-	pf := startPrefetch(s.ctx, n*steps, sendQueue+4, s.pool, func(i int, buf []byte) ([]byte, error) {
+	pf := startPrefetch(s.ctx, n*steps, sendQueue+4, s.pool, func(i int, buf []byte) (span, error) {
 		o, t := i/steps, i%steps
 		ln := pieceLen(o)
 		row := mod(r-1-t, size)
 		off := int64(xorChunk(r, row))*chunk + int64(o)*int64(piece)
-		if err := lr.readAt(buf[frameLen:frameLen+ln], off); err != nil {
-			return nil, err
+		pc, err := lr.piece(off, ln, buf)
+		if err != nil {
+			return span{}, err
 		}
 		s.addProgress(int64(ln))
-		return buf[:frameLen+ln], nil
+		return pc, nil
 	})
 	defer pf.close()
 
@@ -52,20 +53,11 @@ func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *red
 		ln := pieceLen(o)
 		tag := uint32(o)
 		for t := 0; t < steps; t++ {
-			buf, err := pf.next(s.ctx)
+			pc, err := pf.next(s.ctx)
 			if err != nil {
 				return err
 			}
-			if t > 0 {
-				msg, err := s.recv(left, msgData, tag, rbuf, ln)
-				if err != nil {
-					return err
-				}
-				rbuf = msg
-				subtle.XORBytes(buf[frameLen:], buf[frameLen:], msg[frameLen:])
-			}
-			frame(buf, msgData, tag)
-			if err := s.enqueue(right, buf, func() { pf.release(buf) }); err != nil {
+			if err := s.xorStep(left, right, tag, ln, t == 0, pc, pf); err != nil {
 				return err
 			}
 		}
@@ -82,4 +74,22 @@ func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *red
 		s.addProgress(int64(ln))
 	}
 	return nil
+}
+
+// xorStep does one step of an XOR pipeline with this member's contribution
+// pc: the first step sends it as it is; later ones XOR into it the partial
+// sum received from left. The sum goes right.
+func (s *session) xorStep(left, right int, tag uint32, ln int, first bool, pc span, pf *prefetcher) error {
+	release := func() { pf.release(pc) }
+	if !first {
+		msg, err := s.recv(left, msgData, tag, s.pool.get(0), ln)
+		if err != nil {
+			release()
+			return err
+		}
+		subtle.XORBytes(pc.payload(), pc.payload(), msg[frameLen:])
+		s.pool.put(msg)
+	}
+	frame(pc.buf, msgData, tag)
+	return s.enqueue(right, pc.buf, release)
 }

@@ -1,9 +1,5 @@
 package schemes
 
-import (
-	"crypto/subtle"
-)
-
 // xor rebuilds the one lost member x as redset_recover_xor does: a
 // pipelined reduction along the chain x+1 → x+2 → … → x-1 → x. For each row
 // j and piece, every survivor q XORs its contribution (its data chunk of row
@@ -62,42 +58,31 @@ func (b *rebuilder) xor(s *session) error {
 	defer lr.close()
 	sr := b.rf.reader()
 	s.total = int64(p) * chunk
-	pf := startPrefetch(s.ctx, total, sendQueue+4, s.pool, func(i int, buf []byte) ([]byte, error) {
+	pf := startPrefetch(s.ctx, total, sendQueue+4, s.pool, func(i int, buf []byte) (span, error) {
 		row, off, ln := at(i)
-		payload := buf[frameLen : frameLen+ln]
+		var pc span
 		var err error
 		if row == r {
-			err = sr.readAt(0, off, payload)
+			pc, err = span{buf: buf[:frameLen+ln]}, sr.readAt(0, off, buf[frameLen:frameLen+ln])
 		} else {
-			err = lr.readAt(payload, int64(xorChunk(r, row))*chunk+off)
+			pc, err = lr.piece(int64(xorChunk(r, row))*chunk+off, ln, buf)
 		}
 		if err != nil {
-			return nil, err
+			return span{}, err
 		}
 		s.addProgress(int64(ln))
-		return buf[:frameLen+ln], nil
+		return pc, nil
 	})
 	defer pf.close()
 	// The chain starts right of x: x+1 has no one to receive from.
 	first := r == mod(x+1, p)
-	rbuf := s.pool.get(0)
-	defer func() { s.pool.put(rbuf) }()
 	for i := 0; i < total; i++ {
 		_, _, ln := at(i)
-		buf, err := pf.next(s.ctx)
+		pc, err := pf.next(s.ctx)
 		if err != nil {
 			return err
 		}
-		if !first {
-			msg, err := s.recv(left, msgData, uint32(i), rbuf, ln)
-			if err != nil {
-				return err
-			}
-			rbuf = msg
-			subtle.XORBytes(buf[frameLen:], buf[frameLen:], msg[frameLen:])
-		}
-		frame(buf, msgData, uint32(i))
-		if err := s.enqueue(right, buf, func() { pf.release(buf) }); err != nil {
+		if err := s.xorStep(left, right, uint32(i), ln, first, pc, pf); err != nil {
 			return err
 		}
 	}
