@@ -68,4 +68,3 @@ func serveMetrics(addr string, withPprof bool, reg *prometheus.Registry, log *sl
 		srv.Shutdown(ctx)
 	}, ln.Addr().String()
 }
-

@@ -39,6 +39,7 @@ const (
 	actFail    actionKind = "fail"    // beyond what the scheme tolerates: drop it everywhere
 	actDegrade actionKind = "degrade" // recoverable, but a lost member is not here to receive it
 	actProtect actionKind = "protect" // complete everywhere but never encoded: encode it
+	actClear   actionKind = "clear"   // every member intact again: protected, no longer degraded
 )
 
 // action is the plan for one dataset.
@@ -55,8 +56,9 @@ type action struct {
 // that answered follows the plan, so it is computed in one place.
 func plan(p schemes.Params, nodes []int, invs map[int]*inventoryMsg) []action {
 	type view struct {
-		ds     invDataset
-		status []memberStatus // by rank
+		ds       invDataset
+		status   []memberStatus // by rank
+		degraded bool           // some member holds it degraded
 	}
 	views := map[string]*view{}
 	for rank, node := range nodes {
@@ -76,6 +78,7 @@ func plan(p schemes.Params, nodes []int, invs map[int]*inventoryMsg) []action {
 				views[ds.Name] = v
 			}
 			v.ds.ID = max(v.ds.ID, ds.ID)
+			v.degraded = v.degraded || ds.State == cache.Degraded
 			if ds.Intact {
 				v.status[rank] = intact
 			} else {
@@ -85,7 +88,7 @@ func plan(p schemes.Params, nodes []int, invs map[int]*inventoryMsg) []action {
 	}
 	var out []action
 	for _, v := range views {
-		if a, ok := decide(p, nodes, v.ds, v.status); ok {
+		if a, ok := decide(p, nodes, v.ds, v.status, v.degraded); ok {
 			out = append(out, a)
 		}
 	}
@@ -104,8 +107,11 @@ const (
 	unreachable              // the member did not answer
 )
 
-// decide plans one dataset from its members' statuses.
-func decide(p schemes.Params, nodes []int, ds invDataset, status []memberStatus) (action, bool) {
+// decide plans one dataset from its members' statuses. Only members that
+// answered and lack the dataset (or hold it damaged) count as lost: a member
+// that did not answer may come back with everything, so while one is away
+// the dataset is kept and degraded, never failed on its account.
+func decide(p schemes.Params, nodes []int, ds invDataset, status []memberStatus, degraded bool) (action, bool) {
 	var lost, away []int
 	anyIntact := false
 	for r, s := range status {
@@ -137,20 +143,24 @@ func decide(p schemes.Params, nodes []int, ds invDataset, status []memberStatus)
 		}
 		return a, true
 	}
-	if len(lost)+len(away) == 0 {
+	if err := p.CanRebuild(lost); len(lost) > 0 && err != nil {
+		a.Kind = actFail
+		a.Reason = fmt.Sprintf("lost on %s, more than %s tolerates", nodeList(nodes, lost), p.Kind)
+		return a, true
+	}
+	switch {
+	case len(away) > 0 && len(lost) > 0:
+		// Rebuildable, but every member must take part and some are not here.
+		a.Kind, a.Reason = actDegrade, "lost on "+nodeList(nodes, lost)+"; rebuild waits for "+nodeList(nodes, away)+" (unreachable)"
+	case len(away) > 0:
+		a.Kind, a.Reason = actDegrade, "member "+nodeList(nodes, away)+" unreachable; rebuild waits for it"
+	case len(lost) > 0:
+		a.Kind, a.Lost = actRebuild, lost
+	case degraded:
+		a.Kind = actClear
+	default:
 		return a, false
 	}
-	if err := p.CanRebuild(append(slices.Clone(lost), away...)); err != nil {
-		a.Kind = actFail
-		a.Reason = fmt.Sprintf("lost on %s, more than %s tolerates", nodeList(nodes, append(lost, away...)), p.Kind)
-		return a, true
-	}
-	if len(away) > 0 {
-		// Rebuildable, but every member must take part and some are not here.
-		a.Kind, a.Reason = actDegrade, "member "+nodeList(nodes, away)+" unreachable; rebuild waits for it"
-		return a, true
-	}
-	a.Kind, a.Lost = actRebuild, lost
 	return a, true
 }
 

@@ -70,7 +70,10 @@ func (p *Protector) protect(ctx context.Context, info cache.Info) {
 		return
 	}
 	verdict := p.await(info.Name)
-	if err := p.o.Mux.Call(ctx, p.coordinator(), "ready", readyMsg{Dataset: info.Name, Rank: m.Rank}, nil); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
+	err := p.callRetrying(rctx, p.coordinator(), "ready", readyMsg{Dataset: info.Name, Rank: m.Rank})
+	cancel()
+	if err != nil {
 		p.forget(info.Name)
 		p.degrade(info.Name, fmt.Sprintf("set coordinator node %d unreachable: %v", p.coordinator(), err))
 		return

@@ -169,13 +169,43 @@ func (p *Protector) all() []int {
 }
 
 // tell sends msg as kind to nodes in the background, each tried for at most
-// ConnectTimeout, and logs the ones that could not be reached.
+// ConnectTimeout, and logs the ones that could not be reached. Every
+// message told is idempotent, so one whose link broke in flight is sent
+// again.
 func (p *Protector) tell(kind string, msg any, nodes []int, what string, dataset string) {
 	p.g.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
 		defer cancel()
-		for n, err := range p.o.Mux.CallAll(ctx, nodes, kind, msg) {
-			p.log.Warn(what, "dataset", dataset, "to", n, "err", err)
+		var wg sync.WaitGroup
+		for _, n := range nodes {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := p.callRetrying(ctx, n, kind, msg); err != nil {
+					p.log.Warn(what, "dataset", dataset, "to", n, "err", err)
+				}
+			}()
 		}
+		wg.Wait()
 	})
+}
+
+// callRetrying calls node n and, while the link breaks with the request in
+// flight, calls again until ctx ends. Only idempotent requests may use it.
+func (p *Protector) callRetrying(ctx context.Context, n int, kind string, msg any) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := p.o.Mux.Call(ctx, n, kind, msg, nil)
+		if err == nil || !errors.Is(err, jobnet.ErrConnLost) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
 }

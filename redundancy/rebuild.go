@@ -210,6 +210,9 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 		if ds := p.o.Store.Get(name); ds != nil {
 			p.Protect(ds.Info())
 		}
+	case actClear:
+		err = p.o.Store.SetState(name, cache.Protected, "")
+		p.log.Info("dataset protected again: every member is back and verified", "dataset", name)
 	}
 	return struct{}{}, err
 }

@@ -86,6 +86,9 @@ type Options struct {
 	// long node 0 waits for the others to join a fetch beyond that.
 	ConnectTimeout time.Duration
 	MemberTimeout  time.Duration
+	// RoundCheck is how long a node whose part is durable waits for the
+	// round's outcome before asking node 0 about it (0: DefaultRoundCheck).
+	RoundCheck time.Duration
 	// OnFetched is called for every dataset a fetch adopted into the
 	// cache (redundancy is not in the prefix: it must be applied again).
 	OnFetched  func(cache.Info)
@@ -123,6 +126,7 @@ type Flusher struct {
 	queue    []*flushJob                 // jobs waiting for the worker, oldest first
 	rounds   map[string]*flushRound      // node 0: rounds being coordinated, by dataset
 	outcomes map[string]outcome          // the job-wide state of each dataset's last round, as this node heard it
+	current  map[string]string           // the newest round this node heard of, by dataset
 	fetched  map[string]flush.IndexEntry // datasets fetched at start, as the index listed them
 }
 
@@ -135,6 +139,9 @@ func New(o Options) (*Flusher, error) {
 	}
 	if o.OnFetched == nil {
 		o.OnFetched = func(cache.Info) {}
+	}
+	if o.RoundCheck <= 0 {
+		o.RoundCheck = DefaultRoundCheck
 	}
 	g := group.New(context.Background())
 	f := &Flusher{
@@ -152,6 +159,7 @@ func New(o Options) (*Flusher, error) {
 		wake:     make(chan struct{}, 1),
 		rounds:   map[string]*flushRound{},
 		outcomes: map[string]outcome{},
+		current:  map[string]string{},
 		fetched:  map[string]flush.IndexEntry{},
 	}
 	f.fetch.decided = make(chan struct{})
@@ -175,6 +183,7 @@ func New(o Options) (*Flusher, error) {
 
 	jobnet.Handle(o.Mux, "flush-request", f.handleRequest)
 	jobnet.Handle(o.Mux, "flush-resume", f.handleResume)
+	jobnet.Handle(o.Mux, "flush-prepare", f.handlePrepare)
 	jobnet.Handle(o.Mux, "flush", f.handleFlush)
 	jobnet.Handle(o.Mux, "flush-done", f.handleDone)
 	f.registerFetch()
@@ -316,6 +325,11 @@ func (f *Flusher) setOutcome(name string, o outcome) {
 	}
 	f.mu.Unlock()
 }
+
+// DefaultRoundCheck is Options.RoundCheck's default: long enough for node 0
+// to gather every part of a large flush, short enough that a lost round is
+// noticed while an operator still watches.
+const DefaultRoundCheck = 30 * time.Second
 
 // errNoPrefix is returned when a flush is asked for without a prefix.
 var errNoPrefix = errors.New("paths.prefix is not set: there is nowhere to flush to")

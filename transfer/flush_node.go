@@ -27,6 +27,7 @@ type flushJob struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the part is durable or failed
+	over    chan struct{} // closed when the round's outcome is recorded
 	res     partReply     // valid once done is closed
 	err     error
 	prog    rateMeter
@@ -66,13 +67,15 @@ func (f *Flusher) submit(m flushMsg) *flushJob {
 		f.mu.Unlock()
 		return old
 	}
-	j := &flushJob{dataset: m.Dataset, round: m.Round, created: m.Created, done: make(chan struct{})}
+	j := &flushJob{dataset: m.Dataset, round: m.Round, created: m.Created, done: make(chan struct{}), over: make(chan struct{})}
 	j.ctx, j.cancel = context.WithCancel(f.ctx)
 	f.jobs[m.Dataset] = j
 	f.queue = append(f.queue, j)
+	f.setCurrentLocked(m.Dataset, m.Round)
 	f.mu.Unlock()
 	if old != nil {
 		old.cancel()
+		close(old.over)
 	}
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushScheduled})
@@ -112,6 +115,87 @@ func (f *Flusher) worker() {
 			f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushFailed, Finished: time.Now(), Error: j.err.Error()})
 		}
 		close(j.done)
+		if j.err == nil {
+			f.g.Go(func(ctx context.Context) { f.awaitOutcome(ctx, j) })
+		}
+	}
+}
+
+// awaitOutcome runs once this node's part of a round is durable: if node 0
+// does not announce the round's outcome within RoundCheck, this node asks
+// it (it may have died and come back without the round), again every
+// RoundCheck, until the round is over here — so no node stays "flushing"
+// because a coordinator went away.
+func (f *Flusher) awaitOutcome(ctx context.Context, j *flushJob) {
+	t := time.NewTicker(f.o.RoundCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-j.over:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.askResume(j.dataset)
+		}
+	}
+}
+
+// prepareMsg opens a round on a node: any job of an earlier round of the
+// dataset is stopped before the coordinator touches the prefix.
+type prepareMsg struct {
+	Dataset string `json:"dataset"`
+	Round   string `json:"round"`
+}
+
+// handlePrepare runs on every node before a round begins: it makes the
+// round current and stops (and waits for) this node's job of any earlier
+// round of the dataset, so no old copy still writes into the prefix while
+// the new round's BeginFlush clears it.
+func (f *Flusher) handlePrepare(ctx context.Context, from int, m prepareMsg) (any, error) {
+	f.mu.Lock()
+	f.setCurrentLocked(m.Dataset, m.Round)
+	old := f.jobs[m.Dataset]
+	if old == nil || old.round == m.Round {
+		f.mu.Unlock()
+		return struct{}{}, nil
+	}
+	delete(f.jobs, m.Dataset)
+	queued := false
+	for i, q := range f.queue {
+		if q == old {
+			f.queue = append(f.queue[:i:i], f.queue[i+1:]...)
+			queued = true
+			break
+		}
+	}
+	f.mu.Unlock()
+	old.cancel()
+	close(old.over)
+	if queued {
+		old.err = context.Canceled
+		close(old.done)
+		return struct{}{}, nil
+	}
+	select {
+	case <-old.done:
+		return struct{}{}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// setCurrentLocked records the newest round this node heard of for a
+// dataset: outcomes of older rounds are stale. f.mu must be held.
+func (f *Flusher) setCurrentLocked(dataset, round string) {
+	f.current[dataset] = round
+	if len(f.current) > maxLost {
+		for k := range f.current {
+			if k != dataset {
+				delete(f.current, k)
+				break
+			}
+		}
 	}
 }
 
@@ -217,7 +301,9 @@ func (f *Flusher) handleDone(ctx context.Context, from int, m doneMsg) (any, err
 
 // finish records a round's outcome: in the cache's flush status of the
 // dataset (if this node holds it), and for `scrfs flush --wait`. An outcome
-// of an older round than this node's current job is stale and ignored.
+// of an older round than the newest this node heard of is stale and
+// ignored; one without a round (node 0's answer to askResume) is about
+// whatever round this node has.
 func (f *Flusher) finish(m doneMsg) {
 	now := time.Now()
 	st := control.Flush{State: control.FlushDone, Finished: now}
@@ -225,16 +311,17 @@ func (f *Flusher) finish(m doneMsg) {
 		st = control.Flush{State: control.FlushFailed, Finished: now, Error: m.Error}
 	}
 	f.mu.Lock()
-	j := f.jobs[m.Dataset]
-	if j != nil && j.round != m.Round {
+	if cur := f.current[m.Dataset]; m.Round != "" && cur != "" && cur != m.Round {
 		f.mu.Unlock()
 		return
 	}
+	j := f.jobs[m.Dataset]
 	delete(f.jobs, m.Dataset)
 	f.mu.Unlock()
 	var mine partReply
 	if j != nil {
 		j.cancel() // a failed round: stop a copy still running
+		close(j.over)
 		select {
 		case <-j.done:
 			mine = j.res

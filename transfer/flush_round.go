@@ -167,7 +167,10 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 
 	var reasons []string
 	var m *flush.Manifest
-	if err := flush.BeginFlush(ctx, f.prefix, entry, f.log); err != nil {
+	if err := f.prepare(ctx, r); err != nil {
+		// Nothing in the prefix was touched: an old copy may still write.
+		reasons = append(reasons, err.Error())
+	} else if err := flush.BeginFlush(ctx, f.prefix, entry, f.log); err != nil {
 		reasons = append(reasons, "node 0: "+err.Error())
 	} else {
 		parts, answered := f.collectParts(ctx, r, info.Created)
@@ -235,6 +238,34 @@ func (f *Flusher) collectParts(ctx context.Context, r *flushRound, created time.
 		answered = answered && ok
 	}
 	return errs, answered
+}
+
+// prepare opens round r on every node, which stops its copies of earlier
+// rounds of the dataset first. A node that cannot be reached within
+// cluster.connect_timeout fails the round before the prefix is touched.
+func (f *Flusher) prepare(ctx context.Context, r *flushRound) error {
+	msg := prepareMsg{Dataset: r.dataset, Round: r.token}
+	errs := make([]error, f.o.Nodes)
+	var wg sync.WaitGroup
+	for n := range f.o.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n != f.self {
+				if err := f.waitLink(ctx, n); err != nil {
+					errs[n] = err
+					return
+				}
+			}
+			cctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
+			defer cancel()
+			if err := f.o.Mux.Call(cctx, n, "flush-prepare", msg, nil); err != nil {
+				errs[n] = fmt.Errorf("node %d did not stop its earlier copy: %w", n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // callPart asks node n for its part. The answer comes when the part is

@@ -37,7 +37,15 @@ type Faults struct {
 	Delay func(from, to int, kind string) time.Duration
 	// StreamDelay delays one message on stream id from → to.
 	StreamDelay func(from, to int, id string) time.Duration
+	// StreamHold is how long a stream opened before its accept is held
+	// before it breaks, and IOTimeout how long one Send or Recv may wait
+	// for the far end, as peer.Config's; zero means DefaultTimeout.
+	StreamHold, IOTimeout time.Duration
 }
+
+// DefaultTimeout is the stream hold and I/O timeout when Faults leaves
+// them zero: short, so a test whose peer is gone fails fast.
+const DefaultTimeout = 2 * time.Second
 
 // ErrKilled is what a node's own calls and streams return once it has been
 // killed, and what handlers' contexts are cancelled with.
@@ -61,6 +69,12 @@ type streamKey struct {
 
 // New returns an empty network with the given faults.
 func New(f Faults) *Network {
+	if f.StreamHold <= 0 {
+		f.StreamHold = DefaultTimeout
+	}
+	if f.IOTimeout <= 0 {
+		f.IOTimeout = DefaultTimeout
+	}
 	return &Network{
 		faults:  f,
 		nodes:   map[int]*Node{},

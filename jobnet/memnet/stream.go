@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/scrfs/scrfs/jobnet"
 )
@@ -44,8 +45,15 @@ func (p *pipeEnd) breakPipe() {
 	p.out.close()
 }
 
+// ioContext bounds one Send or Recv by the network's I/O timeout.
+func (p *pipeEnd) ioContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, p.owner.net.faults.IOTimeout)
+}
+
 // Send implements jobnet.Stream.
 func (p *pipeEnd) Send(ctx context.Context, msg []byte) error {
+	ctx, cancel := p.ioContext(ctx)
+	defer cancel()
 	if f := p.owner.net.faults.StreamDelay; f != nil {
 		if err := sleep(ctx, f(p.from, p.to, p.id)); err != nil {
 			return err
@@ -73,6 +81,8 @@ func (p *pipeEnd) Send(ctx context.Context, msg []byte) error {
 // Recv implements jobnet.Stream: queued messages are delivered even after
 // the far end closed, as TCP delivers what was sent before a FIN.
 func (p *pipeEnd) Recv(ctx context.Context, buf []byte) ([]byte, error) {
+	ctx, cancel := p.ioContext(ctx)
+	defer cancel()
 	select {
 	case m := <-p.in.ch:
 		return append(buf[:0], m...), nil
@@ -148,6 +158,15 @@ func (nd *Node) OpenStream(ctx context.Context, to int, id string) (jobnet.Strea
 	}
 	n.held[k] = theirs
 	n.mu.Unlock()
+	// Not accepted within the hold time: dropped, as peer drops it.
+	time.AfterFunc(n.faults.StreamHold, func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.held[k] == theirs {
+			delete(n.held, k)
+			theirs.breakPipe()
+		}
+	})
 	return mine, nil
 }
 

@@ -1,0 +1,155 @@
+package redundancy_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/internal/jobtest"
+	"github.com/scrfs/scrfs/internal/testutil"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/redundancy"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/redundancy") }
+
+// Schemes of a set of four, as the e2e tests run them.
+var (
+	xor     = schemes.Params{Kind: schemes.XOR, Size: 4, PieceSize: 16 << 10}
+	rs2     = schemes.Params{Kind: schemes.RS, Size: 4, Parity: 2, PieceSize: 16 << 10}
+	partner = schemes.Params{Kind: schemes.Partner, Size: 4, Replicas: 1, PieceSize: 16 << 10}
+)
+
+// fixture is a job of nodes running the redundancy protocols, one set.
+type fixture struct {
+	*jobtest.Job
+	params schemes.Params
+	opts   redundancy.Options // timeouts
+
+	mu  sync.Mutex
+	ps  map[int]*redundancy.Protector
+	rng *rand.Rand
+	// written[dataset][node] is what the node wrote, by path → sha256.
+	written map[string]map[int]map[string]string
+}
+
+const wait = 20 * time.Second // bound of every wait: far above what a test needs
+
+func newFixture(t *testing.T, p schemes.Params, faults memnet.Faults) *fixture {
+	f := &fixture{
+		Job:    jobtest.New(t, p.Size, faults),
+		params: p,
+		opts: redundancy.Options{
+			Timeout:        400 * time.Millisecond,
+			ConnectTimeout: time.Second,
+			MemberTimeout:  time.Second,
+		},
+		ps:      map[int]*redundancy.Protector{},
+		rng:     rand.New(rand.NewPCG(1, uint64(p.Kind))),
+		written: map[string]map[int]map[string]string{},
+	}
+	for _, n := range f.Nodes {
+		n.Wire = f.wire
+	}
+	return f
+}
+
+func (f *fixture) wire(n *jobtest.Node) func() {
+	o := f.opts
+	o.Mux, o.Store, o.Mount, o.Logger = n.Mux, n.Store, n.Mount, n.Log
+	o.Nodes, o.Set, o.Group, o.Groups, o.Params = len(f.Nodes), f.All(), 0, 1, f.params
+	p, err := redundancy.New(o)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	n.OnComplete = p.Protect
+	n.OnRuleFire = p.RuleFired
+	f.mu.Lock()
+	f.ps[n.Index] = p
+	f.mu.Unlock()
+	return p.Close
+}
+
+func (f *fixture) p(i int) *redundancy.Protector {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ps[i]
+}
+
+// startAll starts every node, as a job's first start.
+func (f *fixture) startAll() {
+	for i := range f.Nodes {
+		f.Start(i)
+	}
+}
+
+// restart starts node i as the daemon does after a crash: datasets still
+// being written fail, then the set takes stock (in the background, as a
+// node's restore runs while the others carry on).
+func (f *fixture) restart(i int) <-chan struct{} {
+	n := f.Start(i)
+	n.Store.FailWriting("incomplete: it was being written when the daemon stopped")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.p(i).Restart(context.Background())
+	}()
+	return done
+}
+
+// write has every node write a few files of random sizes (up to max bytes)
+// into dataset name; node i writes nothing if i is in skip.
+func (f *fixture) write(name string, max int, skip ...int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.written[name] = map[int]map[string]string{}
+	for _, n := range f.Nodes {
+		files := map[string][]byte{}
+		if !contains(skip, n.Index) {
+			for k := range 1 + f.rng.IntN(3) {
+				b := make([]byte, f.rng.IntN(max))
+				for i := range b {
+					b[i] = byte(f.rng.Uint32())
+				}
+				files[fmt.Sprintf("rank_%d/part_%d.bin", n.Index, k)] = b
+			}
+		}
+		n.Write(name, files)
+		f.written[name][n.Index] = n.Sums(name)
+	}
+}
+
+// complete completes dataset name job-wide from node i, as `scrfs complete`.
+func (f *fixture) complete(i int, name string) {
+	if err := f.p(i).CompleteEverywhere(name); err != nil {
+		f.T.Fatalf("complete %s on node %d: %v", name, i, err)
+	}
+}
+
+// checkFiles fails unless every node of idx holds exactly what it wrote of
+// dataset name.
+func (f *fixture) checkFiles(name string, idx ...int) {
+	f.T.Helper()
+	for _, i := range idx {
+		f.mu.Lock()
+		want := f.written[name][i]
+		f.mu.Unlock()
+		if got := f.Nodes[i].Sums(name); !maps.Equal(got, want) {
+			f.T.Errorf("node %d: %s holds %v, wrote %v", i, name, got, want)
+		}
+	}
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,225 @@
+package transfer_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/internal/jobtest"
+	"github.com/scrfs/scrfs/internal/testutil"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/transfer"
+)
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/transfer") }
+
+const wait = 20 * time.Second // bound of every wait: far above what a test needs
+
+// fixture is a job of nodes running the transfer protocols over a shared
+// prefix directory. Datasets settle as soon as they complete, as under
+// SINGLE: these tests are about flush and fetch, not redundancy.
+type fixture struct {
+	*jobtest.Job
+	prefix string
+	opts   transfer.Options                // common options
+	per    map[int]func(*transfer.Options) // per-node changes
+
+	mu      sync.Mutex
+	fs      map[int]*transfer.Flusher
+	fetched map[int][]string
+	written map[string]map[int]map[string]string
+}
+
+func newFixture(t *testing.T, nodes int, faults memnet.Faults) *fixture {
+	f := &fixture{
+		Job:    jobtest.New(t, nodes, faults),
+		prefix: filepath.Join(t.TempDir(), "prefix"),
+		opts: transfer.Options{
+			Fetch:          true,
+			Streams:        2,
+			CRC:            true,
+			SettleWait:     2 * time.Second,
+			ConnectTimeout: time.Second,
+			MemberTimeout:  time.Second,
+		},
+		per:     map[int]func(*transfer.Options){},
+		fs:      map[int]*transfer.Flusher{},
+		fetched: map[int][]string{},
+		written: map[string]map[int]map[string]string{},
+	}
+	for _, n := range f.Nodes {
+		n.Wire = f.wire
+	}
+	return f
+}
+
+func (f *fixture) wire(n *jobtest.Node) func() {
+	o := f.opts
+	o.Mux, o.Store, o.Mount, o.Logger = n.Mux, n.Store, n.Mount, n.Log
+	o.Nodes, o.Prefix, o.ControlDir, o.Started = len(f.Nodes), f.prefix, n.ControlDir, time.Now()
+	o.OnFetched = func(info cache.Info) {
+		f.mu.Lock()
+		f.fetched[n.Index] = append(f.fetched[n.Index], info.Name)
+		f.mu.Unlock()
+	}
+	if change := f.per[n.Index]; change != nil {
+		change(&o)
+	}
+	fl, err := transfer.New(o)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	n.OnComplete = func(info cache.Info) { fl.Settled(info.Name) }
+	n.OnRemove = fl.Lost
+	f.mu.Lock()
+	f.fs[n.Index] = fl
+	f.mu.Unlock()
+	return fl.Close
+}
+
+func (f *fixture) fl(i int) *transfer.Flusher {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fs[i]
+}
+
+// start starts node i as the daemon does: its restore (a fetch when its
+// cache holds no checkpoint) runs in the background, then flushes start.
+func (f *fixture) start(i int) <-chan struct{} {
+	n := f.Start(i)
+	n.Store.FailWriting("incomplete: it was being written when the daemon stopped")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if !haveCheckpoint(n.Store.Store) {
+			f.fl(i).Fetch(context.Background())
+		}
+		f.fl(i).Start()
+	}()
+	return done
+}
+
+func haveCheckpoint(s *cache.Store) bool {
+	for _, ds := range s.Datasets() {
+		if ds.State().Completed() {
+			return true
+		}
+	}
+	return false
+}
+
+// startAll starts every node and waits for their restores.
+func (f *fixture) startAll() {
+	var done []<-chan struct{}
+	for i := range f.Nodes {
+		done = append(done, f.start(i))
+	}
+	for _, d := range done {
+		<-d
+	}
+}
+
+// write has every node write files of dataset name and complete it.
+func (f *fixture) write(name string, size int) {
+	f.written[name] = map[int]map[string]string{}
+	for _, n := range f.Nodes {
+		b := make([]byte, size+n.Index)
+		for i := range b {
+			b[i] = byte(i*7 + n.Index + len(name))
+		}
+		n.Write(name, map[string][]byte{"rank_" + string(rune('0'+n.Index)) + ".bin": b})
+		f.written[name][n.Index] = n.Sums(name)
+		if err := n.Store.RequestComplete(name, "test"); err != nil {
+			f.T.Fatal(err)
+		}
+	}
+}
+
+// flush asks node i to flush dataset name, as `scrfs flush NAME`.
+func (f *fixture) flush(i int, name string) *control.FlushReply {
+	f.T.Helper()
+	rep, err := f.fl(i).Request(context.Background(), control.FlushRequest{Name: name})
+	if err != nil {
+		f.T.Fatalf("flush %s from node %d: %v", name, i, err)
+	}
+	return rep
+}
+
+// flushState returns dataset name's flush state on node i.
+func (f *fixture) flushState(i int, name string) cache.FlushState {
+	n := f.Nodes[i]
+	if n.Store == nil {
+		return ""
+	}
+	if ds := n.Store.Get(name); ds != nil {
+		return ds.Info().Flush.State
+	}
+	return ""
+}
+
+// waitFlush waits until every node has dataset name in flush state st.
+func (f *fixture) waitFlush(name string, st cache.FlushState) {
+	f.T.Helper()
+	f.Wait(wait, name+" flush "+string(st)+" everywhere", func() string { return f.describeFlush(name) }, func() bool {
+		for i := range f.Nodes {
+			if f.flushState(i, name) != st {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func (f *fixture) describeFlush(name string) string {
+	out := ""
+	for i := range f.Nodes {
+		out += " node " + string(rune('0'+i)) + ": " + string(f.flushState(i, name))
+		if n := f.Nodes[i]; n.Store != nil {
+			if ds := n.Store.Get(name); ds != nil {
+				out += " " + ds.Info().Flush.Error
+			}
+		}
+		out += ";"
+	}
+	return out
+}
+
+// index returns the prefix's index entry of dataset name.
+func (f *fixture) index(name string) (flush.IndexEntry, bool) {
+	ix, err := flush.ReadIndex(f.prefix)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	return ix.Lookup(name)
+}
+
+// checkFiles fails unless every node holds exactly what it wrote of name.
+func (f *fixture) checkFiles(name string) {
+	f.T.Helper()
+	for _, n := range f.Nodes {
+		if got, want := n.Sums(name), f.written[name][n.Index]; !maps.Equal(got, want) {
+			f.T.Errorf("node %d: %s holds %v, wrote %v", n.Index, name, got, want)
+		}
+	}
+}
+
+// corrupt flips one byte of node i's file of dataset name in the prefix.
+func (f *fixture) corrupt(name string, i int) {
+	p := filepath.Join(layout.PrefixDatasetDir(f.prefix, name), "rank_"+string(rune('0'+i))+".bin")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	b[len(b)/2] ^= 0xff
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		f.T.Fatal(err)
+	}
+}
