@@ -41,8 +41,14 @@ type fixture struct {
 const wait = 20 * time.Second // bound of every wait: far above what a test needs
 
 func newFixture(t *testing.T, p schemes.Params, faults memnet.Faults) *fixture {
+	return newSets(t, p, 1, faults)
+}
+
+// newSets is a job of sets redundancy sets of p.Size nodes each: nodes
+// 0..p.Size-1 form set 0, and so on.
+func newSets(t *testing.T, p schemes.Params, sets int, faults memnet.Faults) *fixture {
 	f := &fixture{
-		Job:    jobtest.New(t, p.Size, faults),
+		Job:    jobtest.New(t, p.Size*sets, faults),
 		params: p,
 		opts: redundancy.Options{
 			Timeout:        400 * time.Millisecond,
@@ -62,7 +68,11 @@ func newFixture(t *testing.T, p schemes.Params, faults memnet.Faults) *fixture {
 func (f *fixture) wire(n *jobtest.Node) func() {
 	o := f.opts
 	o.Mux, o.Store, o.Mount, o.Logger = n.Mux, n.Store, n.Mount, n.Log
-	o.Nodes, o.Set, o.Group, o.Groups, o.Params = len(f.Nodes), f.All(), 0, 1, f.params
+	group := n.Index / f.params.Size
+	o.Nodes, o.Group, o.Groups, o.Params = len(f.Nodes), group, len(f.Nodes)/f.params.Size, f.params
+	for i := range f.params.Size {
+		o.Set = append(o.Set, group*f.params.Size+i)
+	}
 	p, err := redundancy.New(o)
 	if err != nil {
 		f.T.Fatal(err)

@@ -2,12 +2,10 @@ package transfer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/jobnet"
 )
 
 // Request forwards `scrfs flush` to node 0. Without a name it flushes the
@@ -29,11 +27,7 @@ func (f *Flusher) Request(ctx context.Context, req control.FlushRequest) (*contr
 	var rep requestReply
 	err := f.o.Mux.Call(ctx, 0, "flush-request", requestMsg{Dataset: name, Force: req.Force, From: f.self}, &rep)
 	if err != nil {
-		var re *jobnet.RemoteError
-		if errors.As(err, &re) {
-			return nil, errors.New(re.Msg) // node 0's own words
-		}
-		return nil, err
+		return nil, err // node 0's own words, and its sentinel
 	}
 	return &control.FlushReply{Name: rep.Dataset, Round: rep.Round, Already: rep.Already}, nil
 }

@@ -1,0 +1,135 @@
+package redundancy_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// TestRuleFiredCompletesEverywhere: a completion rule firing on one node
+// completes the dataset on every node, which then protect it.
+func TestRuleFiredCompletesEverywhere(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 50<<10)
+	n := f.Nodes[2]
+	if err := n.Store.RequestComplete("ckpt.1", "marker COMPLETE"); err != nil {
+		t.Fatal(err)
+	}
+	f.p(2).RuleFired(n.Store.Get("ckpt.1").Route(), "marker COMPLETE")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestNodeThatWroteNothing takes part with an empty share, and a
+// replacement of it is rebuilt empty.
+func TestNodeThatWroteNothing(t *testing.T) {
+	f := newFixture(t, rs2, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 50<<10, 1)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.Kill(1)
+	f.Wipe(1)
+	<-f.restart(1)
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestPartnerTwoReplicas rebuilds two neighbouring members, which two
+// copies to the left survive.
+func TestPartnerTwoReplicas(t *testing.T) {
+	p := partner
+	p.Replicas = 2
+	f := newFixture(t, p, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 80<<10)
+	f.complete(3, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	for _, i := range []int{1, 2} {
+		f.Kill(i)
+		f.Wipe(i)
+	}
+	a, b := f.restart(1), f.restart(2)
+	<-a
+	<-b
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestTwoSets: sets protect independently, and one loss in each is rebuilt
+// within its own set.
+func TestTwoSets(t *testing.T) {
+	f := newSets(t, xor, 2, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 40<<10)
+	f.complete(5, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	for _, i := range []int{2, 7} {
+		f.Kill(i)
+		f.Wipe(i)
+	}
+	a, b := f.restart(2), f.restart(7)
+	<-a
+	<-b
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestCorruptRedundancyFileRebuilt: a member whose redundancy file was
+// damaged on disk is rebuilt from the others at the next restart, never
+// trusted.
+func TestCorruptRedundancyFileRebuilt(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 100<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	files, _ := filepath.Glob(filepath.Join(f.Nodes[1].Store.Get("ckpt.1").Dir(), ".scrfs", "*.redset"))
+	if len(files) != 1 {
+		t.Fatalf("redundancy files of node 1: %v", files)
+	}
+	for i := range f.Nodes {
+		f.Kill(i)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-100] ^= 1
+	if err := os.WriteFile(files[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var done []<-chan struct{}
+	for i := range f.Nodes {
+		done = append(done, f.restart(i))
+	}
+	for _, d := range done {
+		<-d
+	}
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestSingleRecordsMetadata: under SINGLE a completed dataset settles at
+// once, with a header that lets a restart verify its files.
+func TestSingleRecordsMetadata(t *testing.T) {
+	f := newFixture(t, schemes.Params{Kind: schemes.Single, Size: 1}, memnet.Faults{})
+	settled := make(chan string, 1)
+	f.opts.OnSettled = func(name string) { settled <- name }
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	f.complete(0, "ckpt.1")
+	if got := <-settled; got != "ckpt.1" {
+		t.Fatalf("settled %q", got)
+	}
+	ds := f.Nodes[0].Store.Get("ckpt.1")
+	m := schemes.Member{Set: schemes.SetInfo{Groups: 1, Nodes: []int{0}}, Dataset: "ckpt.1", Dir: ds.Dir()}
+	if _, err := schemes.Inspect(schemes.Params{Kind: schemes.Single, Size: 1}, m); err != nil {
+		t.Fatalf("inspect after SINGLE: %v", err)
+	}
+}

@@ -1,0 +1,110 @@
+package transfer_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+)
+
+// TestFlushOfDatasetNodeZeroLacks: node 0's "not found" reaches the node
+// that asked as cache.ErrNotFound, so the CLI reports it as such.
+func TestFlushOfDatasetNodeZeroLacks(t *testing.T) {
+	f := newFixture(t, 2, memnet.Faults{})
+	f.startAll()
+	f.Nodes[1].Write("only-here", map[string][]byte{"x": []byte("x")})
+	if err := f.Nodes[1].Store.RequestComplete("only-here", "test"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.fl(1).Request(context.Background(), control.FlushRequest{Name: "only-here"})
+	if !errors.Is(err, cache.ErrNotFound) || !strings.Contains(err.Error(), "node 0") {
+		t.Fatalf("flush of a dataset node 0 lacks: %v", err)
+	}
+}
+
+// TestFlushWithNodeDown fails the round naming the node, and touches
+// nothing in the prefix's index.
+func TestFlushWithNodeDown(t *testing.T) {
+	f := newFixture(t, 3, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	f.Kill(2)
+	f.flush(0, "ckpt.1")
+	f.Wait(wait, "flush failed on nodes 0 and 1", func() string { return f.describeFlush("ckpt.1") }, func() bool {
+		return f.flushState(0, "ckpt.1") == cache.FlushFailed && f.flushState(1, "ckpt.1") == cache.FlushFailed
+	})
+	if e := f.Nodes[1].Store.Get("ckpt.1").Info().Flush.Error; !strings.Contains(e, "node 2") {
+		t.Errorf("failure names %q", e)
+	}
+	if e, ok := f.index("ckpt.1"); ok {
+		t.Errorf("index lists %+v after a round that never began", e)
+	}
+}
+
+// TestFlushEvery flushes every second dataset that settles, by itself.
+func TestFlushEvery(t *testing.T) {
+	f := newFixture(t, 2, memnet.Faults{})
+	f.opts.Every = 2
+	f.startAll()
+	f.write("ckpt.1", 1<<10)
+	f.write("ckpt.2", 1<<10)
+	f.waitFlush("ckpt.2", cache.FlushDone)
+	if st := f.flushState(0, "ckpt.1"); st != "" {
+		t.Errorf("ckpt.1 flush state %q, want none", st)
+	}
+}
+
+// TestFlushOutcomeLost: every announcement of the outcome is lost; the
+// nodes ask node 0 once their round went quiet, and learn it.
+func TestFlushOutcomeLost(t *testing.T) {
+	f := newFixture(t, 3, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+		if kind == "flush-done" {
+			return memnet.DropRequest
+		}
+		return memnet.Deliver
+	}})
+	f.opts.RoundCheck = 200 * time.Millisecond
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	f.flush(1, "ckpt.1")
+	f.waitFlush("ckpt.1", cache.FlushDone)
+}
+
+// TestFetchDeclinedByCachedNode: one node restarts with its cache, the
+// others wiped; nothing is fetched (the nodes would restart from different
+// checkpoints), and the wiped nodes say so instead of waiting forever.
+func TestFetchDeclinedByCachedNode(t *testing.T) {
+	f := newFixture(t, 3, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	f.flush(0, "ckpt.1")
+	f.waitFlush("ckpt.1", cache.FlushDone)
+	for i := range f.Nodes {
+		f.Kill(i)
+		if i != 1 {
+			f.Wipe(i)
+		}
+	}
+	f.startAll()
+	for _, i := range []int{0, 2} {
+		if st, _ := f.Nodes[i].State("ckpt.1"); st != "" {
+			t.Errorf("node %d fetched ckpt.1 (%s) although node 1 restarted from its cache", i, st)
+		}
+	}
+}
+
+// TestFreshJobFetchesNothing: an empty prefix is a first start, not an
+// error, and nobody waits for anybody.
+func TestFreshJobFetchesNothing(t *testing.T) {
+	f := newFixture(t, 3, memnet.Faults{})
+	start := time.Now()
+	f.startAll()
+	if d := time.Since(start); d > f.opts.ConnectTimeout {
+		t.Errorf("a fresh start took %v", d)
+	}
+}
