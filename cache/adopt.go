@@ -14,7 +14,7 @@ import (
 // rename. It is inside the cache directory, so the rename never copies, and
 // hidden from the mount.
 func (s *Store) StagingDir(name string) string {
-	return filepath.Join(s.opts.CacheDir, metaDirName, "staging", name)
+	return filepath.Join(s.CacheDir(), metaDirName, "staging", name)
 }
 
 // Adopt takes a dataset whose files scrfs put in staged (usually
@@ -45,7 +45,7 @@ func (s *Store) Adopt(r Route, st State, staged string) (*Dataset, error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("adopt %s: %w", r.Name, ErrExists)
 	}
-	dir := layout.DatasetDir(s.opts.CacheDir, r.Name)
+	dir := layout.DatasetDir(s.CacheDir(), r.Name)
 	if err := os.Rename(staged, dir); err != nil {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("adopt %s: %w", r.Name, err)

@@ -21,7 +21,7 @@ func (s *Store) finishCompletion(d *Dataset) {
 		d.mu.Unlock()
 		return
 	}
-	dir := layout.DatasetDir(s.opts.CacheDir, d.name)
+	dir := layout.DatasetDir(s.CacheDir(), d.name)
 	d.mu.Unlock()
 
 	usage, err := scanUsage(dir)
@@ -110,7 +110,7 @@ func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
 		d.state, d.reason = Failed, reason
 	}
 	info := d.infoLocked()
-	dir := layout.DatasetDir(s.opts.CacheDir, d.name)
+	dir := layout.DatasetDir(s.CacheDir(), d.name)
 	d.mu.Unlock()
 	delete(s.datasets, info.Name)
 	if final == Failed {

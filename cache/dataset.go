@@ -47,7 +47,7 @@ func (d *Dataset) ID() uint64 { return d.id }
 func (d *Dataset) Dir() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return layout.DatasetDir(d.store.opts.CacheDir, d.name)
+	return layout.DatasetDir(d.store.CacheDir(), d.name)
 }
 
 // Route returns how the dataset is anchored in the mount.

@@ -58,7 +58,7 @@ func removeEmptyDataset(dir string) error {
 }
 
 func (s *Store) trashDir() string {
-	return filepath.Join(s.opts.CacheDir, metaDirName, "trash")
+	return filepath.Join(s.CacheDir(), metaDirName, "trash")
 }
 
 // toTrash moves a dataset directory out of the way in one rename, after its

@@ -136,7 +136,7 @@ func (s *Store) Space() (Space, error) {
 		sp.Used += d.Info().Bytes
 	}
 	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.opts.CacheDir, &st); err != nil {
+	if err := syscall.Statfs(s.CacheDir(), &st); err != nil {
 		return sp, err
 	}
 	sp.Capacity = int64(st.Blocks) * st.Bsize

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // stateVersion is the version of state.json this code writes and reads.
@@ -30,7 +33,8 @@ type nsDirInfo struct {
 	Mode uint32 `json:"mode"`
 }
 
-func (s *Store) statePath() string { return filepath.Join(s.opts.ControlDir, "state.json") }
+// stateName is the state file's name in the control directory.
+const stateName = "state.json"
 
 // persistLocked writes state.json: temporary file, fsync, rename, fsync of
 // the directory, so a crash leaves either the old or the new state, whole.
@@ -47,71 +51,66 @@ func (s *Store) persistLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode cache state: %w", err)
 	}
-	if err := WriteFileAtomic(s.statePath(), data, 0o600); err != nil {
+	if err := s.control.WriteFileAtomic(stateName, data, 0o600); err != nil {
 		return fmt.Errorf("persist cache state: %w", err)
 	}
 	return nil
 }
 
-// WriteFileAtomic replaces path with data so that a crash at any moment
-// leaves either the old content or the new, never a mix: it writes a
-// temporary file in the same directory, fsyncs it, renames it over path and
-// fsyncs the directory.
-func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
+// openDirs creates or verifies the cache and control directories and claims
+// the control directory.
+func (s *Store) openDirs() error {
+	var err error
+	if s.cache, err = s.opts.CacheDir.Create(); err != nil {
+		return fmt.Errorf("cache directory: %w", err)
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
+	if s.control, err = s.opts.ControlDir.Create(); err != nil {
+		s.cache.Close()
+		return fmt.Errorf("control directory: %w", err)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+	if s.lock, err = lockControlDir(s.control); err != nil {
+		s.cache.Close()
+		s.control.Close()
 		return err
 	}
 	return nil
 }
 
+// closeDirs releases the lock and the directories.
+func (s *Store) closeDirs() error {
+	err := s.lock.Close()
+	s.cache.Close()
+	s.control.Close()
+	return err
+}
+
 // lockControlDir takes an exclusive flock on <control>/lock so that two
 // daemons never share one cache; the holder's pid is written for the error
-// message of the second.
-func lockControlDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+// message of the second. The file is never reached through a link, and it
+// is truncated only once known to be our own plain file.
+func lockControlDir(dir *jobdir.Dir) (*os.File, error) {
+	f, err := dir.OpenFile("lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("cache: %w", err)
+		return nil, fmt.Errorf("cache: lock: %w", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cache: lock: %w", err)
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, &jobdir.UnsafeError{Path: dir.Join("lock"), Why: "it is not a plain file of your own (another name links to it, or it belongs to someone else)",
+			Fix: "remove it; scrfs creates a fresh one"}
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		pid, _ := os.ReadFile(path)
+		pid := make([]byte, 32)
+		n, _ := f.ReadAt(pid, 0)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrLocked, dir, strings.TrimSpace(string(pid)))
+			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrLocked, dir.Path(), strings.TrimSpace(string(pid[:n])))
 		}
-		return nil, fmt.Errorf("cache: lock %s: %w", path, err)
+		return nil, fmt.Errorf("cache: lock %s: %w", dir.Join("lock"), err)
 	}
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
@@ -137,36 +136,28 @@ func (s *Store) recover() error {
 	return s.persistLocked()
 }
 
-// readState reads state.json. A missing file is a fresh cache. A corrupt one
-// (which atomic writes make unlikely) is moved aside and the cache directory
+// readState reads state.json. A missing file is a fresh cache. One that does
+// not parse or breaks a rule of decodeState (which atomic writes make
+// unlikely, so someone edited it) is moved aside and the cache directory
 // adopted as writing: nothing is deleted and nothing is called complete that
 // cannot be proven so.
 func (s *Store) readState() (stateFile, error) {
-	var st stateFile
-	data, err := os.ReadFile(s.statePath())
+	data, err := s.control.ReadFile(stateName, maxStateBytes)
 	if errors.Is(err, os.ErrNotExist) {
-		return st, nil
+		return stateFile{}, nil
 	}
-	if err != nil {
-		return st, fmt.Errorf("cache: read state: %w", err)
+	if errors.Is(err, jobdir.ErrUnsafe) {
+		return stateFile{}, fmt.Errorf("cache: read state: %w", err)
 	}
-	err = json.Unmarshal(data, &st)
-	if err == nil && st.Version != stateVersion {
-		err = fmt.Errorf("version %d, this scrfs reads version %d", st.Version, stateVersion)
-	}
+	var st stateFile
 	if err == nil {
-		for _, info := range st.Datasets {
-			if !info.State.valid() {
-				err = fmt.Errorf("dataset %q has unknown state %q", info.Name, info.State)
-				break
-			}
-		}
+		st, err = decodeState(data)
 	}
 	if err != nil {
-		aside := s.statePath() + ".corrupt-" + time.Now().UTC().Format("20060102T150405")
-		os.Rename(s.statePath(), aside)
-		s.log.Error("cache state is unreadable; moved aside, cached datasets come back as writing",
-			"file", aside, "err", err)
+		aside := stateName + ".corrupt-" + time.Now().UTC().Format("20060102T150405")
+		s.control.Rename(stateName, aside)
+		s.log.Error("cache state is unreadable or invalid; moved aside, cached datasets come back as writing",
+			"file", s.control.Join(aside), "err", err)
 		return stateFile{}, nil
 	}
 	return st, nil
@@ -176,7 +167,7 @@ func (s *Store) recoverDataset(info Info) {
 	if info.State == Failed {
 		return
 	}
-	dir := filepath.Join(s.opts.CacheDir, info.Name)
+	dir := layout.DatasetDir(s.CacheDir(), info.Name)
 	d := &Dataset{
 		store: s, id: info.ID, name: info.Name, route: Route{Name: info.Name, Kind: info.Kind, Root: info.Root},
 		state: info.State, reason: info.Reason, created: info.Created, completed: info.Completed,
@@ -209,18 +200,18 @@ func (s *Store) recoverDataset(info Info) {
 // crash between mkdir and the state write of an older scrfs, or files put
 // there by hand) as writing datasets.
 func (s *Store) adoptOrphans() {
-	entries, err := os.ReadDir(s.opts.CacheDir)
+	entries, err := os.ReadDir(s.CacheDir())
 	if err != nil {
-		s.log.Warn("scan cache directory", "dir", s.opts.CacheDir, "err", err)
+		s.log.Warn("scan cache directory", "dir", s.CacheDir(), "err", err)
 		return
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || s.datasets[name] != nil || name == metaDirName {
+		if !e.IsDir() || s.datasets[name] != nil || layout.CheckDatasetName(name) != nil {
 			continue
 		}
 		d := s.newDatasetLocked(Route{Name: name, Kind: KindDir, Root: name})
-		if usage, err := scanUsage(filepath.Join(s.opts.CacheDir, name)); err == nil {
+		if usage, err := scanUsage(filepath.Join(s.CacheDir(), name)); err == nil {
 			d.files, d.bytes = usage.files, usage.bytes
 		}
 		s.log.Warn("adopted unknown dataset directory as writing", "dataset", name)

@@ -34,7 +34,7 @@ type spare struct {
 }
 
 func (s *Store) spareDir() string {
-	return filepath.Join(s.opts.CacheDir, metaDirName, "spare")
+	return filepath.Join(s.CacheDir(), metaDirName, "spare")
 }
 
 // setAsideSpares moves the redundancy files of the dataset directory dir,

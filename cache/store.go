@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -24,9 +25,13 @@ type Rules struct {
 
 // Options configure a Store.
 type Options struct {
-	CacheDir   string // <cache_base>/<user>/scrfs.<job>
-	ControlDir string // <control_base>/<user>/scrfs.<job>
-	CacheSize  int    // completed datasets kept; older ones are evicted
+	// CacheDir and ControlDir are <cache_base>/<user>/scrfs.<job> and
+	// <control_base>/<user>/scrfs.<job>. Open creates or verifies them (see
+	// package jobdir): other users of the node must not be able to plant
+	// or swap anything in them. They may be the same directory.
+	CacheDir   jobdir.Path
+	ControlDir jobdir.Path
+	CacheSize  int // completed datasets kept; older ones are evicted
 	Router     *Router
 	Rules      Rules
 	Logger     *slog.Logger
@@ -50,6 +55,8 @@ type Store struct {
 	opts    Options
 	log     *slog.Logger
 	idle    time.Duration
+	cache   *jobdir.Dir // the verified cache directory, held open
+	control *jobdir.Dir // the verified control directory, held open
 	lock    *os.File
 	metrics *metrics
 
@@ -80,11 +87,6 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	for _, dir := range []string{opts.CacheDir, opts.ControlDir} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("cache: %w", err)
-		}
-	}
 	s := &Store{
 		opts:     opts,
 		log:      opts.Logger,
@@ -93,18 +95,16 @@ func Open(opts Options) (*Store, error) {
 		ns:       make(map[string]uint32),
 		nextID:   1,
 	}
-	lock, err := lockControlDir(opts.ControlDir)
-	if err != nil {
+	if err := s.openDirs(); err != nil {
 		return nil, err
 	}
-	s.lock = lock
 	if err := s.recover(); err != nil {
-		lock.Close()
+		s.closeDirs()
 		return nil, err
 	}
 	// A fetch or rebuild killed halfway left a staging directory; it is
 	// redone from the start.
-	os.RemoveAll(filepath.Join(opts.CacheDir, metaDirName, "staging"))
+	os.RemoveAll(filepath.Join(s.CacheDir(), metaDirName, "staging"))
 	// Spares are only worth keeping across the moment between an eviction
 	// and the next encode; a restart starts without them.
 	os.RemoveAll(s.spareDir())
@@ -134,14 +134,19 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	s.metrics.unregister()
-	return s.lock.Close()
+	return s.closeDirs()
 }
 
 // Router returns the store's dataset router.
 func (s *Store) Router() *Router { return s.opts.Router }
 
 // CacheDir returns the job's cache directory.
-func (s *Store) CacheDir() string { return s.opts.CacheDir }
+func (s *Store) CacheDir() string { return s.cache.Path() }
+
+// ControlDir returns the job's verified control directory, for the other
+// files kept there (the control socket, the flush state). It stays open
+// until Close.
+func (s *Store) ControlDir() *jobdir.Dir { return s.control }
 
 // Get returns the dataset called name, or nil.
 func (s *Store) Get(name string) *Dataset {
@@ -217,7 +222,7 @@ func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 		s.mu.Unlock()
 		return nil, false, err
 	}
-	if err := os.Mkdir(layout.DatasetDir(s.opts.CacheDir, r.Name), 0o700); err != nil && !os.IsExist(err) {
+	if err := s.cache.Mkdir(r.Name, 0o700); err != nil && !os.IsExist(err) {
 		delete(s.datasets, r.Name)
 		s.persistLocked()
 		s.mu.Unlock()
@@ -277,8 +282,7 @@ func (s *Store) Rename(d *Dataset, to Route) error {
 	}
 	from := d.name
 	if from != to.Name {
-		oldDir, newDir := layout.DatasetDir(s.opts.CacheDir, from), layout.DatasetDir(s.opts.CacheDir, to.Name)
-		if err := os.Rename(oldDir, newDir); err != nil {
+		if err := s.cache.Rename(from, to.Name); err != nil {
 			d.mu.Unlock()
 			s.mu.Unlock()
 			return fmt.Errorf("rename dataset %s to %s: %w", from, to.Name, err)
@@ -307,7 +311,7 @@ func (s *Store) Remove(d *Dataset) error {
 	if d.state != Writing {
 		return fmt.Errorf("remove dataset %s: %w", d.name, ErrReadOnly)
 	}
-	dir := layout.DatasetDir(s.opts.CacheDir, d.name)
+	dir := layout.DatasetDir(s.CacheDir(), d.name)
 	if err := removeEmptyDataset(dir); err != nil {
 		return fmt.Errorf("remove dataset %s: %w", d.name, err)
 	}

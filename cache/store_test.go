@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // testStore opens a store on temp dirs and records its hooks.
@@ -26,8 +28,8 @@ func newTestStore(t *testing.T, rules Rules, cacheSize int) *testStore {
 	base := t.TempDir()
 	ts := &testStore{done: make(chan string, 64)}
 	ts.opts = Options{
-		CacheDir:   filepath.Join(base, "cache"),
-		ControlDir: filepath.Join(base, "control"),
+		CacheDir:   jobdir.Path{Base: base, Names: []string{"cache"}},
+		ControlDir: jobdir.Path{Base: base, Names: []string{"control"}},
 		CacheSize:  cacheSize,
 		Router:     mustRouter(t, `^(?P<dataset>[^/]+)/`),
 		Rules:      rules,
@@ -258,13 +260,13 @@ func TestCorruptStateAdoptsAsWriting(t *testing.T) {
 	ts.RequestComplete("c1", "t")
 	ts.awaitComplete(t, "c1")
 	ts.Close()
-	os.WriteFile(filepath.Join(ts.opts.ControlDir, "state.json"), []byte("{garbage"), 0o600)
+	os.WriteFile(filepath.Join(ts.opts.ControlDir.String(), "state.json"), []byte("{garbage"), 0o600)
 	ts.Store = nil
 	ts.reopen(t)
 	if got := ts.Get("c1"); got == nil || got.State() != Writing {
 		t.Fatalf("dataset after corrupt state: %+v", got)
 	}
-	matches, _ := filepath.Glob(filepath.Join(ts.opts.ControlDir, "state.json.corrupt-*"))
+	matches, _ := filepath.Glob(filepath.Join(ts.opts.ControlDir.String(), "state.json.corrupt-*"))
 	if len(matches) != 1 {
 		t.Fatalf("corrupt state not moved aside: %v", matches)
 	}

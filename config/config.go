@@ -23,6 +23,7 @@ type Config struct {
 	Datasets   Datasets   `toml:"datasets"`
 	Fuse       Fuse       `toml:"fuse"`
 	Metrics    Metrics    `toml:"metrics"`
+	Control    Control    `toml:"control"`
 	Log        Log        `toml:"log"`
 	Cluster    Cluster    `toml:"cluster"`
 	Redundancy Redundancy `toml:"redundancy"`
@@ -95,6 +96,13 @@ type Metrics struct {
 	// Pprof serves Go profiles under /debug/pprof/ on the same listener;
 	// off by default, since anyone who reaches the port could read them.
 	Pprof bool `toml:"pprof" help:"serve Go profiles under /debug/pprof/ on the metrics listener"`
+}
+
+// Control configures who may use the daemon's control socket.
+type Control struct {
+	// AllowRoot lets root steer a daemon run by another user; the daemon's
+	// own user always may.
+	AllowRoot bool `toml:"allow_root" help:"let root use the control socket of a daemon run by another user"`
 }
 
 // Log configures the daemon's log output.

@@ -114,6 +114,7 @@ func TestValidateEveryKey(t *testing.T) {
 		{"metrics.listen", func(c *Config) { c.Metrics.Listen = "localhost:http" }, false},
 		{"metrics.listen", func(c *Config) { c.Metrics.Listen = "localhost:70000" }, false},
 		{"metrics.pprof", func(c *Config) { c.Metrics.Pprof = true }, true},
+		{"control.allow_root", func(c *Config) { c.Control.AllowRoot = true }, true},
 		{"metrics.pprof", func(c *Config) { c.Metrics.Pprof = true; c.Metrics.Listen = "[::1]:0" }, true},
 		{"metrics.pprof", func(c *Config) { c.Metrics.Pprof = true; c.Metrics.Listen = "localhost:9464" }, true},
 		{"metrics.pprof", func(c *Config) { c.Metrics.Pprof = true; c.Metrics.Listen = ":9464" }, false},

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"syscall"
+
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // ErrNoDaemon means nothing listens on the control socket: no daemon runs
@@ -23,13 +25,24 @@ type Client struct {
 	http *http.Client
 }
 
-// NewClient returns a client for the daemon with control directory dir.
-func NewClient(dir string) *Client {
-	sock := filepath.Join(dir, SocketName)
-	return &Client{dir: dir, http: &http.Client{Transport: &http.Transport{
+// NewClient returns a client for the daemon with control directory dir. On
+// every connection it verifies the directory (dir.Inspect: no links, no one
+// else may write to it) and reaches the socket through the open directory,
+// so a socket another user planted or moved is never talked to.
+func NewClient(dir jobdir.Path) *Client {
+	return &Client{dir: dir.String(), http: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
+			d, err := dir.Inspect()
+			if err != nil {
+				return nil, err
+			}
+			defer d.Close()
+			sock, err := d.SocketPath(SocketName)
+			if err != nil {
+				return nil, err
+			}
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, "unix", sock)
 		},
 	}}}
 }
@@ -61,6 +74,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if ue := (*jobdir.UnsafeError)(nil); errors.As(err, &ue) {
+			return fmt.Errorf("control directory: %w", ue)
+		}
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
 			return fmt.Errorf("%w (control socket %s)", ErrNoDaemon, filepath.Join(c.dir, SocketName))
 		}

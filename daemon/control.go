@@ -9,25 +9,35 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
+	"golang.org/x/sys/unix"
 )
 
-// serveControl listens on the control socket (mode 0600: only the job's user
-// may steer the daemon). The daemon holds the control directory's lock, so
-// a socket file already there is a leftover of a crashed daemon.
+// serveControl listens on the control socket, which it binds inside the
+// store's verified control directory (through the open directory, so it
+// lands there whatever happens to the path) with mode 0600, and serves only
+// the peers checkPeer lets through. The daemon holds the control
+// directory's lock, so a socket file already there is a leftover of a
+// crashed daemon.
 func (d *Daemon) serveControl() (stop func(), err error) {
-	sock := filepath.Join(d.controlDir, control.SocketName)
-	os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
+	dir := d.store.ControlDir()
+	sock, err := dir.SocketPath(control.SocketName)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	if err := os.Chmod(sock, 0o600); err != nil {
+	dir.Remove(control.SocketName)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("control socket %s: %w", dir.Join(control.SocketName), err)
+	}
+	// The listener must not unlink by the /proc path at Close: stop
+	// removes the socket through the directory.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := dir.Chmod(control.SocketName, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
@@ -36,14 +46,78 @@ func (d *Daemon) serveControl() (stop func(), err error) {
 	mux.HandleFunc("POST /v1/complete", d.handleComplete)
 	mux.HandleFunc("POST /v1/flush", d.handleFlushRequest)
 	mux.HandleFunc("GET /v1/flush", d.handleFlushProgress)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	srv := &http.Server{
+		Handler:           d.checkPeer(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext:       withPeerCred,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
-		os.Remove(sock)
+		<-done
+		dir.Remove(control.SocketName)
 	}, nil
+}
+
+// peerCredKey is the context key of a control connection's credentials.
+type peerCredKey struct{}
+
+// withPeerCred records the connecting process's credentials (SO_PEERCRED,
+// taken by the kernel at connect time, so they cannot be forged) in the
+// connection's context; a connection whose credentials cannot be read gets
+// none and is refused.
+func withPeerCred(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *unix.Ucred
+	raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil || cred == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerCredKey{}, cred)
+}
+
+// checkPeer serves only the daemon's own user, and root if
+// control.allow_root: the socket's mode keeps other users out already, but
+// root passes any mode, and a socket may be reached by other means (a
+// descriptor passed on). Anyone else gets EACCES and a line in the log.
+func (d *Daemon) checkPeer(next http.Handler) http.Handler {
+	own := uint32(os.Geteuid())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cred, _ := r.Context().Value(peerCredKey{}).(*unix.Ucred)
+		switch {
+		case cred != nil && (cred.Uid == own || cred.Uid == 0 && d.cfg.Control.AllowRoot):
+			next.ServeHTTP(w, r)
+			return
+		case cred == nil:
+			writeJSON(w, http.StatusForbidden, control.Error{Err: "control socket: the caller's credentials cannot be read", Errno: int32(syscall.EACCES)})
+		default:
+			msg := fmt.Sprintf("control socket: uid %d may not use this daemon, which runs as uid %d", cred.Uid, own)
+			if cred.Uid == 0 {
+				msg += "; set control.allow_root = true (SCRFS_CONTROL_ALLOW_ROOT=true) in the daemon's configuration to let root"
+			}
+			writeJSON(w, http.StatusForbidden, control.Error{Err: msg, Errno: int32(syscall.EACCES)})
+		}
+		var uid, pid int32 = -1, -1
+		if cred != nil {
+			uid, pid = int32(cred.Uid), cred.Pid
+		}
+		d.log.Warn("control request refused", "uid", uid, "pid", pid, "path", r.URL.Path)
+	})
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -80,8 +80,8 @@ func Run(ctx context.Context, o Options) error {
 		version:    o.Version,
 		mountpoint: o.Mountpoint,
 		started:    time.Now(),
-		cacheDir:   cluster.CacheDir(o.Config),
-		controlDir: cluster.ControlDir(o.Config),
+		cacheDir:   cluster.CachePath(o.Config).String(),
+		controlDir: cluster.ControlPath(o.Config).String(),
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -146,8 +146,8 @@ func (d *Daemon) openStore() error {
 		return err
 	}
 	store, err := cache.Open(cache.Options{
-		CacheDir:    d.cacheDir,
-		ControlDir:  d.controlDir,
+		CacheDir:    cluster.CachePath(d.cfg),
+		ControlDir:  cluster.ControlPath(d.cfg),
 		CacheSize:   d.cfg.Datasets.CacheSize,
 		Router:      router,
 		Rules:       rulesOf(d.cfg.CompleteRules()),
@@ -193,7 +193,7 @@ func (d *Daemon) startProtocols() (stop func(), err error) {
 		Mux: d.mux, Store: d.store, Mount: d.fsys, Nodes: d.size,
 		Prefix: c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
 		Streams: c.Flush.Streams, CRC: c.Flush.CRC, Async: c.Flush.Async, Bandwidth: int64(c.Flush.Bandwidth),
-		ControlDir: d.controlDir, Started: d.started,
+		ControlDir: d.store.ControlDir(), Started: d.started,
 		SettleWait:     2*c.Redundancy.Timeout.Duration + c.Cluster.ConnectTimeout.Duration,
 		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
 		MemberTimeout:  c.Restart.MemberTimeout.Duration,

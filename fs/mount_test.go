@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // requireFUSE skips a test that needs a kernel FUSE mount where none can be
@@ -64,8 +65,9 @@ func mountTest(t *testing.T, mc mountConfig) *testMount {
 	tm := &testMount{dir: filepath.Join(base, "mnt"), completed: make(chan string, 16)}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	tm.store, err = cache.Open(cache.Options{
-		CacheDir: filepath.Join(base, "cache"), ControlDir: filepath.Join(base, "control"),
-		CacheSize: mc.cacheSize, Router: router, Rules: mc.rules, Logger: log,
+		CacheDir:   jobdir.Path{Base: base, Names: []string{"cache"}},
+		ControlDir: jobdir.Path{Base: base, Names: []string{"control"}},
+		CacheSize:  mc.cacheSize, Router: router, Rules: mc.rules, Logger: log,
 		OnComplete: func(i cache.Info) { tm.completed <- i.Name },
 	})
 	if err != nil {

@@ -15,8 +15,11 @@ const MetaDir = ".scrfs"
 // under a cache or control base (SCR: <base>/<user>/scr.<allocation>). Two jobs
 // of one user, or two users on one node, never share it.
 func JobDir(base, user, job string) string {
-	return filepath.Join(base, user, "scrfs."+job)
+	return filepath.Join(base, user, JobDirName(job))
 }
+
+// JobDirName returns the last component of JobDir: scrfs.<job>.
+func JobDirName(job string) string { return "scrfs." + job }
 
 // DatasetDir returns the cache directory of dataset name under a job's cache
 // directory.

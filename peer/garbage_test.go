@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -50,9 +51,14 @@ func TestGarbageBeforeAuth(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var wg sync.WaitGroup
-	for _, tc := range cases {
+	// Each client comes from an address of its own: the refusal log
+	// writes one line per kind of refusal and address, and only counts
+	// the repeats (TestRefusalLogBounded).
+	from := func(i int) string { return fmt.Sprintf("127.0.0.%d", 20+i) }
+	for i, tc := range cases {
 		wg.Go(func() {
-			c, err := net.Dial("tcp", srv.Addr().String())
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from(i))}}
+			c, err := d.Dial("tcp", srv.Addr().String())
 			if err != nil {
 				t.Error(err)
 				return
@@ -85,8 +91,8 @@ func TestGarbageBeforeAuth(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 		t.Errorf("garbage clients made the process allocate %d MiB", grew>>20)
 	}
-	for _, tc := range cases {
-		srv.log.wait(t, time.Second, "dropped connection from 127.0.0.1:", tc.log)
+	for i, tc := range cases {
+		srv.log.wait(t, time.Second, "dropped connection from "+from(i)+":", tc.log)
 	}
 	for reason, want := range map[string]float64{dropGarbage: 4, dropOversize: 1, dropTimeout: 3} {
 		if got := metricValue(t, srv.reg, "scrfs_peer_dropped_total", reason); got != want {

@@ -174,14 +174,15 @@ func sanitize(b []byte) string {
 }
 
 // serveConn runs the server side of the handshake on an accepted connection,
-// then hands it to the link or stream code. It owns c and one hsSem token.
-func (n *Node) serveConn(c *net.TCPConn) {
+// then hands it to the link or stream code. It owns c and the handshake
+// slot acquired for host.
+func (n *Node) serveConn(c *net.TCPConn, host string) {
 	handedOff := false
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			<-n.hsSem
+			n.hs.release(host)
 		}
 	}
 	defer func() {
@@ -207,7 +208,7 @@ func (n *Node) serveConn(c *net.TCPConn) {
 	h, err := parseHello(msg)
 	if errors.Is(err, ErrVersion) {
 		n.met.authFail.WithLabelValues("version").Inc()
-		n.warnLimited("version/"+remoteHost(c),
+		n.refused.note("version/"+host, "version", host,
 			fmt.Sprintf("refused connection from %s: protocol version %d not supported (we speak %d)", remote, h.version, protocolVersion),
 			"remote", remote, "reason", "version")
 		n.sendVerdict(fc, refuseVersion, fmt.Sprintf("protocol version %d not supported (node speaks %d)", h.version, protocolVersion))
@@ -219,7 +220,11 @@ func (n *Node) serveConn(c *net.TCPConn) {
 	}
 	from := int(h.from)
 	refuse := func(code uint8, logText, peerText string) {
-		n.warnLimited(fmt.Sprintf("%d/%d", from, code),
+		reason := authFailureReason(code)
+		if reason == "" {
+			reason = dropBusy
+		}
+		n.refused.note(fmt.Sprintf("%d/%d", from, code), reason, host,
 			fmt.Sprintf("refused connection from %s claiming node %d: %s", remote, from, logText),
 			"remote", remote, "peer", from, "reason", authFailureReason(code))
 		if r := authFailureReason(code); r != "" {
@@ -294,32 +299,6 @@ func (n *Node) serveConn(c *net.TCPConn) {
 	}
 }
 
-// warnEvery is how often the same refusal (claimed node, reason) is logged
-// at Warn; repeats in between go to Debug, so a misconfigured peer redialling
-// with backoff does not flood the log while the metric still counts each.
-const warnEvery = 30 * time.Second
-
-// warnLimited logs msg at Warn unless the same key was warned about within
-// warnEvery.
-func (n *Node) warnLimited(key, msg string, args ...any) {
-	now := time.Now()
-	n.mu.Lock()
-	last, seen := n.warned[key]
-	if !seen || now.Sub(last) >= warnEvery {
-		if len(n.warned) >= 1024 {
-			clear(n.warned) // keys are peer-chosen: bound the map
-		}
-		n.warned[key] = now
-		seen = false
-	}
-	n.mu.Unlock()
-	if seen {
-		n.log.Debug(msg, args...)
-	} else {
-		n.log.Warn(msg, args...)
-	}
-}
-
 // sendVerdict sends a refusal; the connection is closed right after, so a
 // write error changes nothing.
 func (n *Node) sendVerdict(fc *frameConn, code uint8, text string) {
@@ -331,15 +310,16 @@ func (n *Node) sendVerdict(fc *frameConn, code uint8, text string) {
 
 // dropBeforeAuth logs and counts a connection dropped during the handshake.
 func (n *Node) dropBeforeAuth(remote, step string, err error) {
+	host, _, _ := net.SplitHostPort(remote)
 	if errors.Is(err, io.EOF) {
-		// Closed before sending a byte: a port probe, not an attack.
-		n.log.Debug(fmt.Sprintf("connection from %s closed before its hello", remote), "remote", remote)
+		// Closed before sending a byte: a port probe, not worth a line
+		// of its own, but a flood of them shows in the summary.
+		n.refused.count("probe", host)
 		return
 	}
 	reason := dropReason(err)
 	n.met.dropped.WithLabelValues(reason).Inc()
-	host, _, _ := net.SplitHostPort(remote)
-	n.warnLimited("drop/"+reason+"/"+host,
+	n.refused.note("drop/"+reason+"/"+host, reason, host,
 		fmt.Sprintf("dropped connection from %s before authentication (%s): %v", remote, step, explain(err, n.cfg.IOTimeout)),
 		"remote", remote, "reason", reason)
 }

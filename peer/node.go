@@ -18,10 +18,6 @@ import (
 // the caller as a *RemoteError carrying err.Error().
 type Handler func(ctx context.Context, from int, req []byte) ([]byte, error)
 
-// maxHandshakes bounds inbound connections that have not authenticated yet,
-// so a flood of idle sockets costs a bounded number of goroutines.
-const maxHandshakes = 64
-
 // Node is one daemon's end of the job's peer network: a listener, the
 // persistent links to peers, and the streams. Create it with Start; all
 // methods are safe for concurrent use.
@@ -39,7 +35,8 @@ type Node struct {
 	cancel  context.CancelFunc
 	stopCtx func() bool // unregisters the Start ctx watcher
 	wg      sync.WaitGroup
-	hsSem   chan struct{} // one token per inbound handshake in progress
+	hs      handshakeSlots // inbound handshakes in progress
+	refused *refusalLog    // rate-limited log of refused inbound connections
 
 	mu sync.Mutex // protects the fields below
 	// closed is set by shutdown; goAttach and track refuse afterwards.
@@ -52,7 +49,6 @@ type Node struct {
 	conns    map[*net.TCPConn]struct{} // every open conn, closed by shutdown
 	waiters  map[streamKey]chan *Stream
 	held     map[streamKey]*heldStream
-	warned   map[string]time.Time // last Warn per refusal key, see warnLimited
 }
 
 // Start validates cfg, binds the listen address and starts serving. It returns
@@ -83,7 +79,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		log:      c.Logger,
 		met:      met,
 		ln:       l.(*net.TCPListener),
-		hsSem:    make(chan struct{}, maxHandshakes),
+		refused:  newRefusalLog(c.Logger),
 		addrs:    c.Addrs,
 		handlers: make(map[string]Handler, len(c.Handlers)),
 		links:    make(map[int]*link),
@@ -91,7 +87,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		conns:    make(map[*net.TCPConn]struct{}),
 		waiters:  make(map[streamKey]chan *Stream),
 		held:     make(map[streamKey]*heldStream),
-		warned:   make(map[string]time.Time),
 	}
 	if ip := n.ln.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
 		n.localIP = ip
@@ -103,8 +98,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.addrs[c.Self] = advertised(n.addrs[c.Self], n.ln.Addr())
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.acceptLoop()
+	go n.summarizeRefusals()
 	n.stopCtx = context.AfterFunc(ctx, n.shutdown)
 	n.log.Info(fmt.Sprintf("node %d of job %q listening on %s", c.Self, c.Job, n.ln.Addr()),
 		"node", c.Self, "addr", n.ln.Addr().String(), "advertised", n.addrs[c.Self])
@@ -326,23 +322,39 @@ func (n *Node) acceptLoop() {
 			continue
 		}
 		delay = 0
-		select {
-		case n.hsSem <- struct{}{}:
-		default:
+		host := remoteHost(c)
+		if ok, why := n.hs.acquire(host); !ok {
 			n.met.dropped.WithLabelValues(dropBusy).Inc()
-			n.log.Warn(fmt.Sprintf("dropped connection from %s: %d handshakes already in progress", c.RemoteAddr(), maxHandshakes),
-				"remote", c.RemoteAddr().String())
+			n.refused.note("busy/"+host, dropBusy, host, fmt.Sprintf("dropped connection from %s: %s", c.RemoteAddr(), why),
+				"remote", c.RemoteAddr().String(), "reason", dropBusy)
 			_ = c.Close()
 			continue
 		}
 		if !n.track(c) {
-			<-n.hsSem
+			n.hs.release(host)
 			return
 		}
-		if !n.goAttach(func() { n.serveConn(c) }) {
-			<-n.hsSem
+		if !n.goAttach(func() { n.serveConn(c, host) }) {
+			n.hs.release(host)
 			n.untrack(c)
 			return
+		}
+	}
+}
+
+// summarizeRefusals writes the refusal log's summary once per interval,
+// and a last one when the Node shuts down.
+func (n *Node) summarizeRefusals() {
+	defer n.wg.Done()
+	t := time.NewTicker(refusalEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			n.refused.summarize()
+			return
+		case <-t.C:
+			n.refused.summarize()
 		}
 	}
 }

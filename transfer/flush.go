@@ -13,6 +13,7 @@ import (
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/internal/group"
+	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
 )
 
@@ -73,8 +74,9 @@ type Options struct {
 	CRC       bool
 	Async     bool
 	Bandwidth int64
-	// ControlDir keeps flush.json, what outlives datasets.
-	ControlDir string
+	// ControlDir keeps flush.json, what outlives datasets: the store's
+	// verified control directory.
+	ControlDir *jobdir.Dir
 	// Started is when this daemon started: a dataset created on node 0
 	// before it and unknown here may have lost its files with an earlier
 	// daemon.

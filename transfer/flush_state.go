@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 
-	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // flushState is what a node remembers about flushing across restarts, in
@@ -43,12 +42,18 @@ const (
 	maxLost           = 256 // far more than cache_size: flushes ask for recent datasets
 )
 
-func flushStatePath(controlDir string) string { return filepath.Join(controlDir, "flush.json") }
+// flushStateName is the file's name in the control directory; maxFlushState
+// bounds its size (a few KiB at most when scrfs writes it).
+const (
+	flushStateName = "flush.json"
+	maxFlushState  = 1 << 20
+)
 
-// loadFlushState reads the state; a missing file is a fresh start, and an
-// unreadable one is reported and replaced (losing a counter is harmless).
-func loadFlushState(controlDir string) (flushState, error) {
-	b, err := os.ReadFile(flushStatePath(controlDir))
+// loadFlushState reads the state from the control directory, never through
+// a link; a missing file is a fresh start, and an unreadable or invalid one
+// is reported and replaced (losing a counter is harmless).
+func loadFlushState(dir *jobdir.Dir) (flushState, error) {
+	b, err := dir.ReadFile(flushStateName, maxFlushState)
 	if errors.Is(err, fs.ErrNotExist) {
 		return flushState{Version: flushStateVersion}, nil
 	}
@@ -57,13 +62,15 @@ func loadFlushState(controlDir string) (flushState, error) {
 		st, err = decodeFlushState(b)
 	}
 	if err != nil {
-		return flushState{Version: flushStateVersion}, fmt.Errorf("read %s: %w", flushStatePath(controlDir), err)
+		return flushState{Version: flushStateVersion}, fmt.Errorf("read %s: %w", dir.Join(flushStateName), err)
 	}
 	return st, nil
 }
 
-// decodeFlushState parses flush.json and bounds its lists, so a file edited
-// by hand cannot grow them without limit.
+// decodeFlushState parses flush.json like untrusted input: every name must
+// be a valid dataset name (layout.CheckDatasetName), and the lists are
+// bounded, so a file edited or planted by hand can neither grow them without
+// limit nor smuggle a path into a name.
 func decodeFlushState(b []byte) (flushState, error) {
 	var st flushState
 	if err := json.Unmarshal(b, &st); err != nil {
@@ -71,6 +78,16 @@ func decodeFlushState(b []byte) (flushState, error) {
 	}
 	if st.Version != flushStateVersion {
 		return flushState{}, fmt.Errorf("version %d, this scrfs reads version %d", st.Version, flushStateVersion)
+	}
+	for _, name := range st.Counted {
+		if err := layout.CheckDatasetName(name); err != nil {
+			return flushState{}, fmt.Errorf("counted: %w", err)
+		}
+	}
+	for _, l := range st.Lost {
+		if err := layout.CheckDatasetName(l.Name); err != nil {
+			return flushState{}, fmt.Errorf("lost: %w", err)
+		}
 	}
 	if n := len(st.Counted); n > maxCounted {
 		st.Counted = st.Counted[n-maxCounted:]
@@ -82,12 +99,12 @@ func decodeFlushState(b []byte) (flushState, error) {
 }
 
 // save writes the state atomically.
-func (st *flushState) save(controlDir string) error {
+func (st *flushState) save(dir *jobdir.Dir) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
 	}
-	return cache.WriteFileAtomic(flushStatePath(controlDir), append(b, '\n'), 0o600)
+	return dir.WriteFileAtomic(flushStateName, append(b, '\n'), 0o600)
 }
 
 // count records that dataset name settled; it reports false if it was

@@ -6,10 +6,24 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/layout"
 )
 
+// testDir returns a fresh verified control directory.
+func testDir(t *testing.T) *jobdir.Dir {
+	t.Helper()
+	d, err := jobdir.Create(t.TempDir(), "control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 func TestFlushStateCountsEachDatasetOnce(t *testing.T) {
-	dir := t.TempDir()
+	dir := testDir(t)
 	st, err := loadFlushState(dir)
 	if err != nil || st.Settled != 0 {
 		t.Fatalf("fresh state %+v, %v", st, err)
@@ -63,9 +77,12 @@ func TestFlushStateLost(t *testing.T) {
 }
 
 func TestFlushStateUnreadable(t *testing.T) {
-	dir := t.TempDir()
-	for _, bad := range []string{`{"version":1,`, `{"version":2,"settled":5}`, `[]`} {
-		if err := os.WriteFile(flushStatePath(dir), []byte(bad), 0o600); err != nil {
+	dir := testDir(t)
+	for _, bad := range []string{`{"version":1,`, `{"version":2,"settled":5}`, `[]`,
+		`{"version":1,"settled":1,"counted":["../../../victim"]}`,
+		`{"version":1,"lost":[{"name":"a/b","why":"evicted"}]}`,
+		`{"version":1,"lost":[{"name":".scrfs","why":"evicted"}]}`} {
+		if err := os.WriteFile(dir.Join(flushStateName), []byte(bad), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		st, err := loadFlushState(dir)
@@ -87,6 +104,16 @@ func FuzzDecodeFlushState(f *testing.F) {
 		}
 		if st.Version != flushStateVersion || len(st.Counted) > maxCounted || len(st.Lost) > maxLost {
 			t.Fatalf("accepted %+v", st)
+		}
+		for _, n := range st.Counted {
+			if layout.CheckDatasetName(n) != nil {
+				t.Fatalf("accepted counted name %q", n)
+			}
+		}
+		for _, l := range st.Lost {
+			if layout.CheckDatasetName(l.Name) != nil {
+				t.Fatalf("accepted lost name %q", l.Name)
+			}
 		}
 		// What was accepted survives a save and load unchanged.
 		out, err := json.Marshal(st)

@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // command is one subcommand.
@@ -109,7 +111,8 @@ func (e *env) loadConfig(file string) (*config.Config, bool) {
 }
 
 // controlClient finds the daemon: --control DIR, else $SCRFS_CONTROL, else
-// the control directory the configuration implies.
+// the control directory the configuration implies. The client verifies the
+// directory on every connection (see control.NewClient).
 func (e *env) controlClient(dir, cfgFile string) (*control.Client, bool) {
 	if dir == "" {
 		dir = os.Getenv("SCRFS_CONTROL")
@@ -119,9 +122,14 @@ func (e *env) controlClient(dir, cfgFile string) (*control.Client, bool) {
 		if !ok {
 			return nil, false
 		}
-		dir = cluster.ControlDir(cfg)
+		return control.NewClient(cluster.ControlPath(cfg)), true
 	}
-	return control.NewClient(dir), true
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		e.errorf("control directory %s: %v", dir, err)
+		return nil, false
+	}
+	return control.NewClient(jobdir.Path{Base: filepath.Dir(abs), Names: []string{filepath.Base(abs)}}), true
 }
 
 // exitFor maps a control-API error to an exit code, printing it.
@@ -131,6 +139,8 @@ func (e *env) exitFor(err error) int {
 	switch {
 	case errors.Is(err, control.ErrNoDaemon):
 		return exitNoDaemon
+	case errors.Is(err, jobdir.ErrUnsafe):
+		return exitUnsafe
 	case errors.As(err, &ce) && ce.Errno == 2: // ENOENT
 		return exitNotFound
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/daemon"
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // errSignal is the cancellation cause when SIGINT or SIGTERM arrives.
@@ -64,6 +65,10 @@ func runMount(e *env, args []string) int {
 	}()
 
 	err := daemon.Run(ctx, daemon.Options{Config: cfg, Mountpoint: fs.Arg(0), Logger: log, Version: versionString()})
+	if errors.Is(err, jobdir.ErrUnsafe) {
+		e.errorf("%v", err)
+		return exitUnsafe
+	}
 	if err != nil {
 		e.errorf("%v", err)
 		return exitMount

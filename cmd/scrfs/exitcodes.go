@@ -9,4 +9,5 @@ const (
 	exitNoDaemon = 4 // no daemon answers on the control socket
 	exitMount    = 5 // the daemon could not start or mount
 	exitNotFound = 6 // the named dataset does not exist
+	exitUnsafe   = 7 // a cache or control directory (or a file in one) is not safe to use: another user could control it
 )
