@@ -64,7 +64,7 @@ func newFixture(t *testing.T, nodes int, faults memnet.Faults) *fixture {
 func (f *fixture) wire(n *jobtest.Node) func() {
 	o := f.opts
 	o.Mux, o.Store, o.Mount, o.Logger = n.Mux, n.Store, n.Mount, n.Log
-	o.Nodes, o.Prefix, o.ControlDir, o.Started = len(f.Nodes), f.prefix, n.ControlDir, time.Now()
+	o.Nodes, o.Prefix, o.ControlDir, o.Started = len(f.Nodes), f.prefix, n.Store.ControlDir(), time.Now()
 	o.OnFetched = func(info cache.Info) {
 		f.mu.Lock()
 		f.fetched[n.Index] = append(f.fetched[n.Index], info.Name)

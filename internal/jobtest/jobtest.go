@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 )
@@ -132,7 +133,9 @@ func (j *Job) Start(i int) *Node {
 		j.T.Fatal(err)
 	}
 	s, err := cache.Open(cache.Options{
-		CacheDir: n.CacheDir, ControlDir: n.ControlDir, CacheSize: 8, Router: router, Logger: n.Log,
+		CacheDir:   jobdir.Path{Base: filepath.Dir(n.CacheDir), Names: []string{filepath.Base(n.CacheDir)}},
+		ControlDir: jobdir.Path{Base: filepath.Dir(n.ControlDir), Names: []string{filepath.Base(n.ControlDir)}},
+		CacheSize:  8, Router: router, Logger: n.Log,
 		OnComplete: func(info cache.Info) {
 			defer j.Changed()
 			if n.OnComplete != nil {
