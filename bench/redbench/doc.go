@@ -6,7 +6,8 @@
 //
 //	go run ./bench/redbench [-size 1GiB] [-small 256MiB] [-nodes 4] [-rounds 3]
 //	                        [-schemes partner,xor,rs] [-replicas 1] [-parity 2]
-//	                        [-dir /dev/shm] [-bin PATH] [-rebuild=true] [-v]
+//	                        [-dir /dev/shm] [-bin PATH] [-rebuild=true] [-fetch=true]
+//	                        [-disk /tmp] [-v]
 //
 // It builds cmd/scrfs, starts -nodes daemons on 127.0.0.1, 127.0.0.2, … as
 // separate processes (one redundancy set, caches and control directories
@@ -31,7 +32,12 @@
 //  3. reads each daemon's peak RSS (VmHWM in /proc/PID/status) after the last
 //     protect, for the small and the full size, to show it does not grow with
 //     the checkpoint;
-//  4. at the full size, SIGKILLs one node (for RS also k at once), wipes its cache and
+//  4. at the full size (-fetch), flushes the last checkpoint to a prefix in
+//     -disk, stops and wipes every daemon, drops the page cache, starts them
+//     again and times the fetch with its re-protect from node 0's "fetching
+//     from the prefix" line to the latest "dataset protected", beside cp -r
+//     of the same files into -dir plus one encode;
+//  5. at the full size, SIGKILLs one node (for RS also k at once), wipes its cache and
 //     control directories, starts a replacement with the same node index and
 //     times the rebuild from the replacement's "rebuilding dataset" line to
 //     its "dataset rebuilt" line; then checks the sha256 of the rebuilt file

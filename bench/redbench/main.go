@@ -29,6 +29,8 @@ type options struct {
 	rebuild, verbose bool
 	settings         []string // extra SCRFS_* settings for every daemon
 	link             string   // tc rate each node may receive at, or "" for the bare loopback
+	fetch            bool     // measure a cold fetch from a prefix on disk at the full size
+	disk             string   // where the prefix goes
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -45,6 +47,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", "/dev/shm", "scratch directory for caches, control dirs and mountpoints (RAM disk)")
 	fs.StringVar(&o.bin, "bin", "", "scrfs binary to run (default: go build ./cmd/scrfs)")
 	fs.BoolVar(&o.rebuild, "rebuild", true, "measure rebuilds after node losses")
+	fs.BoolVar(&o.fetch, "fetch", true, "measure a cold fetch with re-protect from a prefix on -disk, page cache dropped (root)")
+	fs.StringVar(&o.disk, "disk", "/tmp", "directory on disk for the prefix of -fetch")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
 	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
@@ -107,6 +111,11 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	disk, err := os.MkdirTemp(o.disk, "redbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(disk)
 	work, err := os.MkdirTemp(o.dir, "redbench-")
 	if err != nil {
 		return err
@@ -116,7 +125,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find own executable for the node processes: %w", err)
 	}
-	b := &bench{o: o, work: work, pay: newPayload(o.nodes), net: &netBench{}, procs: procBench{self: self}, status: stderr}
+	b := &bench{o: o, work: work, disk: disk, pay: newPayload(o.nodes), net: &netBench{}, procs: procBench{self: self}, status: stderr}
 	if o.verbose {
 		b.echo = stderr
 	}
@@ -156,7 +165,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	var failed []string
 	for _, sch := range schemes {
 		for _, size := range sizes {
-			res := b.runSize(ctx, sch, size, o.rebuild && size == o.size)
+			res := b.runSize(ctx, sch, size, size == o.size)
 			results[sch.String()] = append(results[sch.String()], res)
 			if res.err != nil {
 				failed = append(failed, fmt.Sprintf("%s at %s: %v", sch, fmtBytes(size), res.err))

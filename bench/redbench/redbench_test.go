@@ -412,3 +412,24 @@ func TestLinkFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchFlagsAndTargets: -fetch and -disk parse, and the rebuild
+// targets are issue 15's where it sets them, issue 4's otherwise.
+func TestFetchFlagsAndTargets(t *testing.T) {
+	o, err := parseFlags([]string{"-fetch=false", "-disk", "/var/tmp"}, io.Discard)
+	if err != nil || o.fetch || o.disk != "/var/tmp" {
+		t.Fatalf("parseFlags: %+v, %v", o, err)
+	}
+	if o, _ := parseFlags(nil, io.Discard); !o.fetch || o.disk != "/tmp" {
+		t.Fatalf("defaults: fetch %v, disk %q", o.fetch, o.disk)
+	}
+	for _, c := range []struct {
+		kind string
+		lost int
+		want float64
+	}{{"partner", 1, 0.6}, {"xor", 1, 0.6}, {"rs", 1, targetRebuild}, {"rs", 2, 1.0}, {"rs", 3, 0}} {
+		if got := rebuildTarget(c.kind, c.lost); got != c.want {
+			t.Errorf("rebuildTarget(%s, %d) = %v, want %v", c.kind, c.lost, got, c.want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ type bench struct {
 	o      options
 	bin    string // the scrfs binary
 	work   string // scratch directory under -dir, removed at the end
+	disk   string // scratch directory under -disk (prefixes), removed at the end
 	port   int    // the daemons' peer port on every loopback address
 	pay    *payload
 	net    *netBench // the bounds in this process (reference)
@@ -38,7 +39,8 @@ type sizeResult struct {
 	sent     float64         // bytes a daemon said it sent in the last encode (mean over nodes)
 	rss      []int64         // VmHWM per node after the last protect
 	rebuilds []*rebuildResult
-	err      error // why the measurement stopped, if it did
+	fetch    *fetchResult // at the full size with -fetch
+	err      error        // why the measurement stopped, if it did
 }
 
 // rebuildResult is the rebuild of a number of nodes lost at once.
@@ -59,15 +61,23 @@ func (b *bench) progress(format string, args ...any) {
 
 // runSize measures scheme sch with checkpoints of size bytes per node:
 // the network bound, then a cluster of daemons for the time to protected
-// and the peak RSS, and at the full size the rebuilds.
-func (b *bench) runSize(ctx context.Context, sch scheme, size int64, rebuild bool) *sizeResult {
+// and the peak RSS, and at the full size the cold fetch and the rebuilds.
+func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) *sizeResult {
 	res := &sizeResult{size: size, traffic: schemeTraffic(sch, b.o.nodes, size)}
 	if res.err = b.bounds(ctx, sch, res); res.err != nil {
 		return res
 	}
 
 	dir := filepath.Join(b.work, fmt.Sprintf("%s-%d", sch.kind, size))
-	c, err := newCluster(b.bin, dir, b.o.nodes, b.port, sch, b.o.settings, b.echo)
+	settings := b.o.settings
+	pfx := filepath.Join(b.disk, fmt.Sprintf("%s-%d", sch.kind, size))
+	if full && b.o.fetch {
+		// A prefix of its own: another cluster's index would make this
+		// one fetch at its first start.
+		settings = append([]string{"SCRFS_PATHS_PREFIX=" + pfx}, settings...)
+		defer os.RemoveAll(pfx)
+	}
+	c, err := newCluster(b.bin, dir, b.o.nodes, b.port, sch, settings, b.echo)
 	if err != nil {
 		res.err = err
 		return res
@@ -135,7 +145,13 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, rebuild boo
 		}
 		res.rss = append(res.rss, rss)
 	}
-	if !rebuild {
+	if full && b.o.fetch {
+		if res.fetch = b.coldFetch(ctx, c, pfx, last, size); res.fetch.err != nil {
+			res.err = res.fetch.err
+			return res
+		}
+	}
+	if !full || !b.o.rebuild {
 		return res
 	}
 	for _, lost := range sch.losses() {

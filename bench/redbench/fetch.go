@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// fetchResult is the cold restart from the prefix: the full-size
+// checkpoint flushed to a prefix on disk, every daemon stopped and wiped,
+// the page cache dropped, the daemons started again; they fetch the
+// checkpoint and protect it anew. Beside it, cp -r of the same files from
+// the prefix into -dir, with the page cache dropped too.
+type fetchResult struct {
+	spans   []time.Duration // node 0's "fetching from the prefix" → latest "dataset protected"
+	cps     []time.Duration // cp -r of the dataset's prefix directory into -dir
+	dropped bool            // the page cache could be dropped before each
+	err     error
+}
+
+// dropCaches writes back dirty pages and drops the page cache, so reads
+// come from the disk; it reports false when it may not (not root).
+func dropCaches() bool {
+	exec.Command("sync").Run()
+	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) == nil
+}
+
+// coldFetch flushes dataset ds (protected on every node of c) to the
+// cluster's prefix pfx, then -rounds times restarts the whole cluster from
+// nothing and times the fetch with its re-protect, and cp -r.
+func (b *bench) coldFetch(ctx context.Context, c *cluster, pfx, ds string, size int64) *fetchResult {
+	fr := &fetchResult{dropped: true}
+	flush := exec.CommandContext(ctx, c.bin, "flush", "--wait", ds)
+	flush.Env = append(environWithout("SCRFS_"), c.nodes[0].env...)
+	if out, err := flush.CombinedOutput(); err != nil {
+		fr.err = fmt.Errorf("scrfs flush --wait %s: %w\n%s", ds, err, out)
+		return fr
+	}
+	timeout := 2*time.Minute + time.Duration(size*int64(len(c.nodes))/(10<<20))*time.Second
+	for r := range b.o.rounds {
+		c.stop()
+		for _, n := range c.nodes {
+			if err := wipe(n); err != nil {
+				fr.err = err
+				return fr
+			}
+		}
+		fr.dropped = dropCaches() && fr.dropped
+		if err := c.start(ctx); err != nil {
+			fr.err = err
+			return fr
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		began, err := c.nodes[0].log.wait(wctx, isEvent("fetching from the prefix", ds), nil)
+		var prot []event
+		if err == nil {
+			prot, err = c.waitAll(wctx, timeout, isEvent("dataset protected", ds), outcomeOf(ds))
+		}
+		cancel()
+		if err != nil {
+			fr.err = fmt.Errorf("fetch of %s: %w", ds, err)
+			return fr
+		}
+		var end time.Time
+		for _, e := range prot {
+			if e.Time.After(end) {
+				end = e.Time
+			}
+		}
+		fr.spans = append(fr.spans, end.Sub(began.Time))
+
+		dst := filepath.Join(b.work, "cp-fetch")
+		fr.dropped = dropCaches() && fr.dropped
+		t0 := time.Now()
+		out, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(pfx, ds), dst).CombinedOutput()
+		fr.cps = append(fr.cps, time.Since(t0))
+		os.RemoveAll(dst)
+		if err != nil {
+			fr.err = fmt.Errorf("cp -r: %w\n%s", err, out)
+			return fr
+		}
+		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s; cp -r %s", "fetch", fmtBytes(size), r+1,
+			fmtDur(fr.spans[r]), fmtDur(fr.cps[r]))
+	}
+	return fr
+}
+
+// wipe removes a stopped node's cache and control directories.
+func wipe(n *node) error {
+	if err := os.RemoveAll(n.cacheBase); err != nil {
+		return err
+	}
+	return os.RemoveAll(n.ctlBase)
+}
