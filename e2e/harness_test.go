@@ -37,6 +37,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Tests run the binary as other users too (security_test.go).
+	os.Chmod(dir, 0o755)
 	scrfsBin = filepath.Join(dir, "scrfs")
 	build := exec.Command("go", "build", "-o", scrfsBin, "../cmd/scrfs")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
@@ -70,7 +72,8 @@ type Node struct {
 	Cache   string // cache base
 	Control string // control base
 	Env     []string
-	Args    []string // extra mount arguments
+	Args    []string            // extra mount arguments
+	Cred    *syscall.Credential // run the daemon as this user; nil: as the test
 
 	cmd    *exec.Cmd
 	log    *logWatch
@@ -114,6 +117,9 @@ func (n *Node) StartNoWait() {
 	args := append([]string{"mount"}, n.Args...)
 	n.cmd = exec.Command(scrfsBin, append(args, n.Mount)...)
 	n.cmd.Env = append(os.Environ(), n.Env...)
+	if n.Cred != nil {
+		n.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.Cred}
+	}
 	stderr, err := n.cmd.StderrPipe()
 	if err != nil {
 		n.t.Fatal(err)
