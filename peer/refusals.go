@@ -106,6 +106,20 @@ func (r *refusalLog) note(key, reason, host, msg string, args ...any) {
 		r.log.Warn(msg, args...)
 		return
 	}
+	r.holdLocked(reason, host)
+	r.mu.Unlock()
+}
+
+// count counts a connection that is not worth a line of its own (a port
+// probe that closed before saying anything) towards the summary.
+func (r *refusalLog) count(reason, host string) {
+	r.mu.Lock()
+	r.holdLocked(reason, host)
+	r.mu.Unlock()
+}
+
+// holdLocked counts a line held back for the summary. r.mu must be held.
+func (r *refusalLog) holdLocked(reason, host string) {
 	r.held[reason]++
 	switch {
 	case host == "":
@@ -114,20 +128,6 @@ func (r *refusalLog) note(key, reason, host, msg string, args ...any) {
 	default:
 		r.others++
 	}
-	r.mu.Unlock()
-}
-
-// count counts a connection that is not worth a line of its own (a port
-// probe that closed before saying anything) towards the summary.
-func (r *refusalLog) count(reason, host string) {
-	r.mu.Lock()
-	r.held[reason]++
-	if r.sources[host] > 0 || len(r.sources) < maxRefusalSources {
-		r.sources[host]++
-	} else {
-		r.others++
-	}
-	r.mu.Unlock()
 }
 
 // summarize logs what was held back since the last summary, if anything,
