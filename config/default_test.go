@@ -31,7 +31,7 @@ func documented() *Config {
 		},
 		Redundancy: Redundancy{
 			Scheme: "auto", SetSize: 8, Replicas: 1, Parity: 2,
-			Timeout: Duration{60 * time.Second}, PieceSize: 1 << 20,
+			Timeout: Duration{60 * time.Second}, PieceSize: 4 << 20,
 		},
 		Flush:   Flush{Every: 10, Async: true, Bandwidth: 0, Streams: 4, CRC: true},
 		Fetch:   Fetch{Enabled: true},

@@ -57,9 +57,11 @@ func ParseKind(s string) (Kind, error) {
 }
 
 // DefaultPieceSize is the pipelining granularity when Params.PieceSize is 0:
-// large enough that per-message costs vanish, small enough that a few pieces
-// per link stay in cache-friendly memory.
-const DefaultPieceSize = 1 << 20
+// large enough that per-message costs (syscalls, goroutine hand-offs,
+// progress and CRC bookkeeping) vanish next to moving the bytes, small
+// enough that a dozen pieces in flight stay a few tens of MiB. 4 MiB
+// measured 12% less CPU than 1 MiB for RS on a 2-core VM.
+const DefaultPieceSize = 4 << 20
 
 // Piece size bounds. The lower bound keeps per-message and per-CRC overhead
 // sane (and lets tests exercise odd sizes); the upper bound keeps memory per
