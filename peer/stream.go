@@ -63,6 +63,9 @@ type Stream struct {
 	// spliced and copied record which file data paths the stream used
 	// (FileIO).
 	spliced, copied atomic.Bool
+	// lowat is the socket's SO_RCVLOWAT as last set (0: the default, 1);
+	// rmu protects it.
+	lowat int
 }
 
 func newStream(n *Node, fc *frameConn, peer int, id string) *Stream {

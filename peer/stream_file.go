@@ -81,6 +81,66 @@ func (s *Stream) send(ctx context.Context, payload int, write func() (int, error
 	return nil
 }
 
+// RecvToFile waits for the socket to hold a good part of what it still
+// needs (SO_RCVLOWAT) instead of waking for every segment that arrives:
+// PARTNER receivers measured 11% less CPU on a 2-core VM. (Recv does not:
+// XOR receivers gained 8% but RS ones, reading from several links in turn,
+// lost 10%.) The mark never exceeds what the current frame still owes, so a
+// frame's tail cannot wait for bytes that will not come, and it is back at 1
+// before the next header.
+const (
+	// lowatMin: below this much outstanding, reads go as they come.
+	lowatMin = 128 << 10
+	// lowatMax is the most a read waits for.
+	lowatMax = 512 << 10
+)
+
+// waitFor sets the socket's receive low-water mark for a read that still
+// needs rem bytes of the current frame (0: a new frame starts). Errors are
+// ignored: the default mark only costs wakeups.
+func (s *Stream) waitFor(rem int) {
+	want := 1
+	if rem >= lowatMin {
+		want = min(rem, lowatMax)
+	}
+	cur := max(s.lowat, 1)
+	if cur == want || cur <= rem && cur >= want {
+		// Safe (at most rem) and high enough: raising it on every read
+		// would cost a syscall each.
+		return
+	}
+	rc, err := s.fc.c.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT, want) == nil {
+			s.lowat = want
+		}
+	})
+}
+
+// readBulk fills p with the next bytes of the stream (of a frame that
+// owes owed bytes from here): what the frame reader buffered, then straight
+// from the socket with the low-water mark. The caller holds rmu, set the
+// deadline, and resets the mark with waitFor(0) once the frame is read.
+func (s *Stream) readBulk(p []byte, owed int) error {
+	k, _ := s.fc.br.Read(p[:min(s.fc.br.Buffered(), len(p))])
+	p, owed = p[k:], owed-k
+	for len(p) > 0 {
+		s.waitFor(owed)
+		n, err := s.fc.c.Read(p)
+		p, owed = p[n:], owed-n
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // refused reports whether a splice error means "not possible here"
 // rather than a failed transfer, so the copy path should take over.
 func refused(err error) bool {
@@ -110,7 +170,9 @@ func (s *Stream) RecvToFile(ctx context.Context, head []byte, f *os.File, off in
 		}
 		return nil, s.fail(&s.rerr, "recv", s.cause(ctx, &s.rw, err), true)
 	}
-	if err := s.recvFileBody(f, off, n); err != nil {
+	err = s.recvFileBody(f, off, n)
+	s.waitFor(0)
+	if err != nil {
 		return nil, s.fail(&s.rerr, "recv", s.cause(ctx, &s.rw, err), true)
 	}
 	s.pc.received.Add(float64(headerLen + len(head) + n))
@@ -149,10 +211,7 @@ func (s *Stream) recvFileBody(f *os.File, off int64, n int) error {
 	buf := make([]byte, min(fallbackBuf, n))
 	for n > 0 {
 		b := buf[:min(len(buf), n)]
-		if _, err := io.ReadFull(s.fc.c, b); err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
+		if err := s.readBulk(b, n); err != nil {
 			return err
 		}
 		if _, err := f.WriteAt(b, off); err != nil {
@@ -179,7 +238,9 @@ func (s *Stream) spliceIn(f *os.File, off int64, n int) (int, error) {
 	done := 0
 	for done < n {
 		// Socket → pipe: non-blocking, waiting on the poller (and the read
-		// deadline) when the socket is empty.
+		// deadline) when the socket is empty, or holds less than the
+		// low-water mark.
+		s.waitFor(n - done)
 		var got int
 		var serr error
 		rerr := rc.Read(func(fd uintptr) bool {

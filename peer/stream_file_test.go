@@ -87,3 +87,114 @@ func TestStreamFileTransfer(t *testing.T) {
 		t.Errorf("FileIO %q, want kernel (splice) on Linux with tmpfs", sa.FileIO())
 	}
 }
+
+// TestStreamLowWaterMark: bulk reads wait for a low-water mark, which must
+// never exceed what the frame still owes. Frames of sizes around the marks
+// go one at a time (the sender waits for an answer before the next, so no
+// later byte can satisfy a mark set too high), through Recv and RecvToFile;
+// each must arrive well before the I/O timeout, and small frames after
+// large ones must not wait either.
+func TestStreamLowWaterMark(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	so, sa := streamPair(t, nodes[0], nodes[1], "lowat")
+	ctx := ctxTimeout(t, 20*time.Second)
+	out, err := os.CreateTemp(t.TempDir(), "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	sizes := []int{lowatMax + 123457, 17, lowatMin + 1, 3, 3*lowatMax + 5, lowatMin - 1, lowatMax, 1}
+	go func() {
+		for i, n := range sizes {
+			b := make([]byte, n)
+			pattern(b, uint64(i))
+			if err := so.SendParts(ctx, []byte{byte(i)}, b); err != nil {
+				t.Errorf("send %d: %v", i, err)
+				return
+			}
+			if _, err := so.Recv(ctx, nil); err != nil {
+				t.Errorf("answer %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	head := make([]byte, 1)
+	for i, n := range sizes {
+		start := time.Now()
+		var got []byte
+		if i%2 == 0 {
+			if _, err := sa.RecvToFile(ctx, head, out, 0, n); err != nil {
+				t.Fatalf("frame %d (%d bytes) to file: %v", i, n, err)
+			}
+			got = make([]byte, n)
+			if _, err := out.ReadAt(got, 0); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			p, err := sa.Recv(ctx, nil)
+			if err != nil {
+				t.Fatalf("frame %d (%d bytes): %v", i, n, err)
+			}
+			head[0], got = p[0], p[1:]
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("frame %d (%d bytes) took %v: a read waited for bytes the frame did not owe", i, n, d)
+		}
+		if head[0] != byte(i) {
+			t.Fatalf("frame %d: head %d", i, head[0])
+		}
+		checkPattern(t, got, uint64(i), make([]byte, n))
+		if err := sa.Send(ctx, []byte("ok")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestStreamLowWaterMarkTrickle: a frame whose tail arrives late, after
+// RecvToFile drained the socket, must wake it although the tail is below
+// the mark the frame started with.
+func TestStreamLowWaterMarkTrickle(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	so, sa := streamPair(t, nodes[0], nodes[1], "trickle")
+	ctx := ctxTimeout(t, 20*time.Second)
+	out, err := os.CreateTemp(t.TempDir(), "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	const n, first = lowatMax + 200<<10, lowatMax - 100<<10
+	payload := make([]byte, n)
+	pattern(payload, 3)
+	go func() {
+		var hdr [headerLen]byte
+		putHeader(&hdr, header{typ: ftData, length: 1 + n})
+		so.fc.wmu.Lock()
+		defer so.fc.wmu.Unlock()
+		for _, part := range [][]byte{hdr[:], {7}, payload[:first], nil, payload[first:]} {
+			if part == nil {
+				time.Sleep(300 * time.Millisecond) // the reader drains and waits
+				continue
+			}
+			if _, err := so.fc.c.Write(part); err != nil {
+				t.Errorf("write: %v", err)
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	head := make([]byte, 1)
+	if _, err := sa.RecvToFile(ctx, head, out, 0, n); err != nil {
+		t.Fatalf("recv after %v: %v", time.Since(start), err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("frame took %v: the tail waited for a mark above it", d)
+	}
+	got := make([]byte, n)
+	if _, err := out.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if head[0] != 7 {
+		t.Fatalf("head %d", head[0])
+	}
+	checkPattern(t, got, 3, make([]byte, n))
+}
