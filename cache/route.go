@@ -14,10 +14,10 @@ type Kind string
 const (
 	// KindDir: the dataset owns one directory of the mount (its Root) and
 	// everything below it. The default rule makes every top-level directory one.
-	KindDir Kind = "dir"
+	KindDir Kind = layout.RouteDir
 	// KindFlat: the dataset's files sit directly in a shared directory (its
 	// Root), next to other datasets' files, e.g. ckpt/step_100_rank_3.bin.
-	KindFlat Kind = "flat"
+	KindFlat Kind = layout.RouteFlat
 )
 
 // Route says which dataset a new mount path belongs to.

@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // State is where a dataset is in its life. The zero value is not a state.
@@ -68,6 +69,32 @@ var (
 	// ErrLocked: another daemon holds the control directory.
 	ErrLocked = errors.New("control directory is in use by another scrfs daemon")
 )
+
+// errnos is what each sentinel means to an application at the mount and to
+// the command line: the one table of them.
+var errnos = []struct {
+	err   error
+	errno syscall.Errno
+}{
+	{ErrNoDataset, syscall.EPERM},
+	{ErrReadOnly, syscall.EROFS},
+	{ErrNotFound, syscall.ENOENT},
+	{ErrExists, syscall.EEXIST},
+	{ErrNotEmpty, syscall.ENOTEMPTY},
+	{ErrClosed, syscall.EIO},
+	{ErrLocked, syscall.EBUSY},
+}
+
+// Errno returns the errno that err stands for when it is (or wraps) one of
+// the store's sentinel errors.
+func Errno(err error) (syscall.Errno, bool) {
+	for _, m := range errnos {
+		if errors.Is(err, m.err) {
+			return m.errno, true
+		}
+	}
+	return 0, false
+}
 
 // TransitionError reports a state change the state machine does not allow.
 type TransitionError struct {

@@ -244,17 +244,6 @@ func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 	return d, true, nil
 }
 
-// Ensure returns dataset name, creating it empty (anchored at the mount root
-// as a directory) when this node has not written it. A node that wrote
-// nothing for a checkpoint still takes part in its completion and redundancy.
-func (s *Store) Ensure(name string) (*Dataset, error) {
-	if d := s.Get(name); d != nil {
-		return d, nil
-	}
-	d, _, err := s.Obtain(Route{Name: name, Kind: KindDir, Root: name})
-	return d, err
-}
-
 func (s *Store) newDatasetLocked(r Route) *Dataset {
 	d := &Dataset{store: s, id: s.nextID, name: r.Name, route: r, state: Writing, created: time.Now()}
 	s.nextID++

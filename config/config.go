@@ -4,8 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 )
 
 // The struct tags below are the schema the loader works from: toml is the
@@ -180,25 +178,6 @@ func Default() *Config {
 		panic(fmt.Sprintf("config: embedded default.toml: %v", errs))
 	}
 	return c
-}
-
-// NodeAddrs returns Cluster.Nodes with Cluster.Port added to entries that have
-// no port. It returns a new slice; entries that do not parse are returned
-// unchanged (Validate reports them).
-func (c *Config) NodeAddrs() []string {
-	out := make([]string, len(c.Cluster.Nodes))
-	for i, n := range c.Cluster.Nodes {
-		out[i] = nodeAddr(n, c.Cluster.Port)
-	}
-	return out
-}
-
-// nodeAddr adds port to a node entry that has none.
-func nodeAddr(n string, port int) string {
-	if _, _, err := net.SplitHostPort(n); err == nil {
-		return n
-	}
-	return net.JoinHostPort(n, strconv.Itoa(port))
 }
 
 // EffectiveScheme resolves Redundancy.Scheme "auto" for a job of the given

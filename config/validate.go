@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Validate checks every rule on every key and returns all violations joined,
@@ -186,18 +188,12 @@ func checkHostPort(s string, minPort int) error {
 func (c *Config) validateCluster(v *checker) {
 	cl := &c.Cluster
 	v.between("cluster.port", cl.Port, 1, 65535)
-	seen := make(map[string]int, len(cl.Nodes))
-	for i, n := range cl.Nodes {
-		if err := checkNode(n, cl.Port); err != nil {
-			v.fail("cluster.nodes", "entry %d %s: %v", i+1, quote(n), err)
-			break
+	if cl.Port >= 1 && cl.Port <= 65535 {
+		// layout owns what a node entry may look like; a hostfile and
+		// Slurm's list go through the same rule when the job starts.
+		if _, err := layout.NormalizeAddrs(cl.Nodes, cl.Port); err != nil {
+			v.fail("cluster.nodes", `%v; want "host:port" or "host" (IPv6 as "[::1]:7411"), each node once`, err)
 		}
-		addr := nodeAddr(n, cl.Port)
-		if j, dup := seen[addr]; dup {
-			v.fail("cluster.nodes", "entries %d and %d are both %s; list each node once", j+1, i+1, addr)
-			break
-		}
-		seen[addr] = i
 	}
 	v.absPath("cluster.hostfile", cl.Hostfile, true)
 	if cl.Hostfile != "" && len(cl.Nodes) > 0 {
@@ -229,21 +225,6 @@ func (c *Config) validateCluster(v *checker) {
 	if cl.Heartbeat.Duration > 0 && cl.IOTimeout.Duration > 0 && cl.Heartbeat.Duration >= cl.IOTimeout.Duration {
 		v.fail("cluster.heartbeat", "must be shorter than cluster.io_timeout (%s), or live peers time out", cl.IOTimeout)
 	}
-}
-
-// checkNode checks one cluster.nodes entry, "host:port" or "host".
-func checkNode(n string, port int) error {
-	if strings.ContainsAny(n, " \t\n") {
-		return fmt.Errorf("contains spaces")
-	}
-	addr := nodeAddr(n, port)
-	if host, _, err := net.SplitHostPort(addr); err == nil && host == "" {
-		return fmt.Errorf(`has no host; want "host:port" or "host"`)
-	}
-	if err := checkHostPort(addr, 1); err != nil {
-		return fmt.Errorf(`%v; want "host:port" or "host" (IPv6 as "[::1]:7411")`, err)
-	}
-	return nil
 }
 
 // validateData checks redundancy, flush, fetch and restart.

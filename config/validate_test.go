@@ -273,12 +273,6 @@ func TestValidateMessages(t *testing.T) {
 
 func TestHelpers(t *testing.T) {
 	c := Default()
-	c.Cluster.Nodes = []string{"a", "b:1", "::1"}
-	c.Cluster.Port = 99
-	got := strings.Join(c.NodeAddrs(), ",")
-	if want := "a:99,b:1,[::1]:99"; got != want {
-		t.Errorf("NodeAddrs() = %s, want %s", got, want)
-	}
 	for _, tc := range []struct {
 		scheme string
 		nodes  int

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/transfer"
 	"golang.org/x/sys/unix"
 )
 
@@ -175,9 +175,9 @@ func datasetStatus(info cache.Info) control.Dataset {
 		Age: time.Since(info.Created).Seconds(), Reason: info.Reason, Completing: info.Completing,
 		OpenWrite: info.Writers,
 	}
-	if f := info.Flush; f.State != "" {
-		out.Flush = &control.Flush{State: string(f.State), DoneBytes: f.Done, TotalBytes: f.Total,
-			Started: f.Started, Finished: f.Finished, Error: f.Error}
+	if info.Flush.State != "" {
+		f := transfer.FlushStatus(info.Flush)
+		out.Flush = &f
 	}
 	return out
 }
@@ -203,13 +203,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError answers with the error text and the errno a caller can test.
 func writeError(w http.ResponseWriter, err error) {
 	code, errno := http.StatusInternalServerError, syscall.EIO
-	switch {
-	case errors.Is(err, cache.ErrNotFound):
-		code, errno = http.StatusNotFound, syscall.ENOENT
-	case errors.Is(err, cache.ErrReadOnly):
-		code, errno = http.StatusConflict, syscall.EROFS
-	case errors.Is(err, cache.ErrExists):
-		code, errno = http.StatusConflict, syscall.EEXIST
+	if e, ok := cache.Errno(err); ok {
+		errno = e
+		switch e {
+		case syscall.ENOENT:
+			code = http.StatusNotFound
+		case syscall.EROFS, syscall.EEXIST, syscall.ENOTEMPTY, syscall.EBUSY:
+			code = http.StatusConflict
+		}
 	}
 	writeJSON(w, code, control.Error{Err: err.Error(), Errno: int32(errno)})
 }

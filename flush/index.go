@@ -2,11 +2,8 @@ package flush
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"path"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/scrfs/scrfs/layout"
@@ -224,7 +221,7 @@ func (e *IndexEntry) check() error {
 	case e.State == StateComplete && e.Nodes < 1:
 		return fmt.Errorf("dataset %s: complete with %d nodes", e.Name, e.Nodes)
 	}
-	if err := checkRoute(e.Name, e.Kind, e.Root); err != nil {
+	if err := layout.CheckRoute(e.Name, e.Kind, e.Root); err != nil {
 		return fmt.Errorf("dataset %s: %v", e.Name, err)
 	}
 	for _, f := range e.FailedFetches {
@@ -284,39 +281,4 @@ func encodeIndex(ix *Index) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
-}
-
-// Kinds of IndexEntry.Kind.
-const (
-	KindDir  = "dir"
-	KindFlat = "flat"
-)
-
-// checkRoute checks an entry's Kind and Root: a known kind, a clean
-// relative path without "..", and for a directory dataset a root whose last
-// component is the dataset's name.
-func checkRoute(name, kind, root string) error {
-	switch kind {
-	case "":
-		if root != "" {
-			return fmt.Errorf("root %q without a kind", root)
-		}
-		return nil
-	case KindDir, KindFlat:
-	default:
-		return fmt.Errorf("unknown kind %q", kind)
-	}
-	if root == "" {
-		if kind == KindDir {
-			return errors.New("directory dataset without a root")
-		}
-		return nil
-	}
-	if len(root) > 4095 || path.IsAbs(root) || path.Clean(root) != root || root == ".." || strings.HasPrefix(root, "../") {
-		return fmt.Errorf("root %q is not a clean relative path", root)
-	}
-	if kind == KindDir && path.Base(root) != name {
-		return fmt.Errorf("directory dataset rooted at %q, which is not named %s", root, name)
-	}
-	return nil
 }

@@ -3,6 +3,8 @@ package flush
 import (
 	"context"
 	"testing"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // The index records where a dataset sat in the mount, so a fetch can put it
@@ -13,24 +15,24 @@ func TestIndexEntryRoute(t *testing.T) {
 		ok         bool
 	}{
 		{"", "", true},
-		{KindDir, "ckpt.1", true},
-		{KindDir, "runs/a/ckpt.1", true},
-		{KindFlat, "", true},
-		{KindFlat, "ckpts", true},
-		{"", "ckpt.1", false},            // root without kind
-		{"file", "ckpt.1", false},        // unknown kind
-		{KindDir, "", false},             // a directory dataset has a root
-		{KindDir, "other", false},        // whose last component is its name
-		{KindDir, "/abs/ckpt.1", false},  // relative
-		{KindFlat, "../up", false},       // inside the mount
-		{KindFlat, "a//b", false},        // clean
-		{KindFlat, "a/./b", false},       // clean
-		{KindDir, "x/../ckpt.1", false},  // clean
-		{KindFlat, "..", false},          // inside the mount
-		{KindFlat, "ok/../../x", false},  // clean
-		{KindDir, "a/ckpt.1/", false},    // clean
-		{KindFlat, "ckpts/sub", true},    // nested shared directory
-		{KindDir, "ckpt.1/ckpt.1", true}, // the name may repeat above
+		{layout.RouteDir, "ckpt.1", true},
+		{layout.RouteDir, "runs/a/ckpt.1", true},
+		{layout.RouteFlat, "", true},
+		{layout.RouteFlat, "ckpts", true},
+		{"", "ckpt.1", false},                    // root without kind
+		{"file", "ckpt.1", false},                // unknown kind
+		{layout.RouteDir, "", false},             // a directory dataset has a root
+		{layout.RouteDir, "other", false},        // whose last component is its name
+		{layout.RouteDir, "/abs/ckpt.1", false},  // relative
+		{layout.RouteFlat, "../up", false},       // inside the mount
+		{layout.RouteFlat, "a//b", false},        // clean
+		{layout.RouteFlat, "a/./b", false},       // clean
+		{layout.RouteDir, "x/../ckpt.1", false},  // clean
+		{layout.RouteFlat, "..", false},          // inside the mount
+		{layout.RouteFlat, "ok/../../x", false},  // clean
+		{layout.RouteDir, "a/ckpt.1/", false},    // clean
+		{layout.RouteFlat, "ckpts/sub", true},    // nested shared directory
+		{layout.RouteDir, "ckpt.1/ckpt.1", true}, // the name may repeat above
 	}
 	for _, c := range cases {
 		ix := emptyIndex()
@@ -44,16 +46,16 @@ func TestIndexEntryRoute(t *testing.T) {
 func TestBeginFlushKeepsRoute(t *testing.T) {
 	prefix := fastDir(t)
 	ctx := context.Background()
-	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 7, Nodes: 2, Kind: KindFlat, Root: "ckpts",
+	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 7, Nodes: 2, Kind: layout.RouteFlat, Root: "ckpts",
 		Files: 99, FailedFetches: []FetchFailure{{Node: 1}}}, nil))
 	ix, err := ReadIndex(prefix)
 	must(t, err)
 	e, ok := ix.Lookup("ckpt.1")
-	if !ok || e.Kind != KindFlat || e.Root != "ckpts" || e.ID != 7 || e.Files != 0 || e.FailedFetches != nil {
+	if !ok || e.Kind != layout.RouteFlat || e.Root != "ckpts" || e.ID != 7 || e.Files != 0 || e.FailedFetches != nil {
 		t.Fatalf("entry after BeginFlush: %+v", e)
 	}
 	// A route that does not validate leaves the index as it was.
-	err = BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.2", ID: 8, Nodes: 2, Kind: KindDir, Root: "elsewhere"}, nil)
+	err = BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.2", ID: 8, Nodes: 2, Kind: layout.RouteDir, Root: "elsewhere"}, nil)
 	if err == nil {
 		t.Fatal("BeginFlush accepted a directory dataset rooted at another name")
 	}

@@ -8,17 +8,12 @@ import (
 	"github.com/scrfs/scrfs/cache"
 )
 
-// errnoOf maps the store's sentinel errors to what an application sees.
+// errnoOf maps the os package's sentinels; the store's map as
+// cache.Errno says.
 var errnoOf = []struct {
 	err   error
 	errno syscall.Errno
 }{
-	{cache.ErrNoDataset, syscall.EPERM},
-	{cache.ErrReadOnly, syscall.EROFS},
-	{cache.ErrNotFound, syscall.ENOENT},
-	{cache.ErrExists, syscall.EEXIST},
-	{cache.ErrNotEmpty, syscall.ENOTEMPTY},
-	{cache.ErrClosed, syscall.EIO},
 	{os.ErrNotExist, syscall.ENOENT},
 	{os.ErrExist, syscall.EEXIST},
 	{os.ErrPermission, syscall.EACCES},
@@ -26,7 +21,7 @@ var errnoOf = []struct {
 
 // toErrno is the one place where Go errors become errno values. Errors that
 // carry an errno (os.PathError and friends, wrapped or not) keep it; the
-// store's sentinels map as listed above; anything else is logged once and
+// store's sentinels map as cache.Errno says, the os package's as listed above; anything else is logged once and
 // becomes EIO.
 func (f *FS) toErrno(err error) syscall.Errno {
 	if err == nil {
@@ -34,6 +29,9 @@ func (f *FS) toErrno(err error) syscall.Errno {
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
+		return errno
+	}
+	if errno, ok := cache.Errno(err); ok {
 		return errno
 	}
 	for _, m := range errnoOf {

@@ -41,12 +41,26 @@ func (m *Mux) Handle(kind string, h Handler) {
 	m.handlers[kind] = h
 }
 
-// Handle registers a handler whose request is decoded into a Req first.
+// Checker is implemented by requests that can tell whether they are well
+// formed (dataset names that are one path component, say): Handle calls
+// Check before the handler sees the request, so nothing a peer sends
+// reaches a path unchecked.
+type Checker interface {
+	Check() error
+}
+
+// Handle registers a handler whose request is decoded into a Req, and
+// checked if it is a Checker, first.
 func Handle[Req any](m *Mux, kind string, h func(ctx context.Context, from int, req Req) (any, error)) {
 	m.Handle(kind, func(ctx context.Context, from int, raw json.RawMessage) (any, error) {
 		var req Req
 		if err := json.Unmarshal(raw, &req); err != nil {
 			return nil, fmt.Errorf("bad %s request: %w", kind, err)
+		}
+		if c, ok := any(req).(Checker); ok {
+			if err := c.Check(); err != nil {
+				return nil, fmt.Errorf("bad %s request: %w", kind, err)
+			}
 		}
 		return h(ctx, from, req)
 	})

@@ -160,22 +160,3 @@ func RSHolder(p, row, i int) int {
 	}
 	return ((row-i)%p + p) % p
 }
-
-// RSRowOf returns the row whose checksum i member m stores in an RS set of p:
-// (m + i) mod p, the inverse of RSHolder. It returns -1 for p < 1, m outside
-// 0..p-1 or a negative i.
-func RSRowOf(p, m, i int) int {
-	if !validRank(p, m) || i < 0 {
-		return -1
-	}
-	return (m + i) % p
-}
-
-// RSMetaHolders returns the members that keep a copy of member m's file
-// metadata in an RS set of p with k checksums: m+1, ..., m+k (mod p), so the
-// metadata of up to k lost members survives. PartnerSources(p, m, k) gives the
-// reverse: whose metadata m keeps. It returns nil unless 0 <= m < p and
-// 1 <= k <= p-1.
-func RSMetaHolders(p, m, k int) []int {
-	return PartnerHolders(p, m, k)
-}

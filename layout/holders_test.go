@@ -83,17 +83,11 @@ func TestRSHolderSeedExample(t *testing.T) {
 	if got := RSHolder(4, 1, 0); got != 1 {
 		t.Errorf("row 1 c0 on %d, want 1", got)
 	}
-	if got := RSRowOf(4, 0, 0); got != 0 {
-		t.Errorf("process 0 c0 in row %d, want 0", got)
-	}
-	if got := RSRowOf(4, 0, 1); got != 1 {
-		t.Errorf("process 0 c1 in row %d, want 1", got)
-	}
 	// "A process also stores copies of the meta data for each of its k
 	// left-most neighbors": process 0's header holds 3 and 2, so process
 	// 3's metadata is kept by 0 and 1.
-	if got := RSMetaHolders(4, 3, 2); !slices.Equal(got, []int{0, 1}) {
-		t.Errorf("RSMetaHolders(4, 3, 2) = %v, want [0 1]", got)
+	if got := PartnerHolders(4, 3, 2); !slices.Equal(got, []int{0, 1}) {
+		t.Errorf("PartnerHolders(4, 3, 2) = %v, want [0 1]", got)
 	}
 	if got := PartnerSources(4, 0, 2); !slices.Equal(got, []int{3, 2}) {
 		t.Errorf("process 0 keeps metadata of %v, want [3 2]", got)
@@ -108,8 +102,8 @@ func TestRSHolderProperties(t *testing.T) {
 				holders := map[int]bool{}
 				for i := 0; i < k; i++ {
 					h := RSHolder(p, row, i)
-					if RSRowOf(p, h, i) != row {
-						t.Fatalf("p=%d: RSRowOf(RSHolder(row %d, c%d)) != row", p, row, i)
+					if (h+i)%p != row {
+						t.Fatalf("p=%d: member %d holds c%d of row %d", p, h, i, row)
 					}
 					holders[h] = true
 					stored[h]++
@@ -128,8 +122,8 @@ func TestRSHolderProperties(t *testing.T) {
 		}
 	}
 	for _, bad := range [][3]int{{0, 0, 0}, {4, 4, 0}, {4, -1, 0}, {4, 0, -1}} {
-		if RSHolder(bad[0], bad[1], bad[2]) != -1 || RSRowOf(bad[0], bad[1], bad[2]) != -1 {
-			t.Errorf("RSHolder/RSRowOf%v did not return -1", bad)
+		if RSHolder(bad[0], bad[1], bad[2]) != -1 {
+			t.Errorf("RSHolder%v did not return -1", bad)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package layout
 
 import (
+	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -60,6 +62,47 @@ func CheckDatasetName(name string) error {
 		return fmt.Errorf("dataset name %.20q... is longer than 255 bytes", name)
 	case strings.ContainsAny(name, "/\x00"):
 		return fmt.Errorf("dataset name %q contains '/' or NUL", name)
+	}
+	return nil
+}
+
+// How a dataset sits in the mount, as cache.Kind, the prefix index and the
+// protocols' messages name it.
+const (
+	RouteDir  = "dir"  // the dataset owns one directory (its root) and all below
+	RouteFlat = "flat" // its files sit directly in a shared directory (its root)
+)
+
+// CheckRoute reports whether kind and root can anchor dataset name: a known
+// kind (or none, with no root), a root that is a clean relative path without
+// "..", and for a directory dataset a root whose last component is the
+// dataset's name. Names and routes read from disk or from a peer go through
+// it (and CheckDatasetName) before any path is built from them.
+func CheckRoute(name, kind, root string) error {
+	if err := CheckDatasetName(name); err != nil {
+		return err
+	}
+	switch kind {
+	case "":
+		if root != "" {
+			return fmt.Errorf("root %q without a kind", root)
+		}
+		return nil
+	case RouteDir, RouteFlat:
+	default:
+		return fmt.Errorf("unknown kind %q", kind)
+	}
+	if root == "" {
+		if kind == RouteDir {
+			return errors.New("directory dataset without a root")
+		}
+		return nil
+	}
+	if len(root) > 4095 || path.IsAbs(root) || path.Clean(root) != root || root == ".." || strings.HasPrefix(root, "../") {
+		return fmt.Errorf("root %q is not a clean relative path", root)
+	}
+	if kind == RouteDir && path.Base(root) != name {
+		return fmt.Errorf("directory dataset rooted at %q, which is not named %s", root, name)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Completion is a job-wide event: whichever node sees a rule fire, or runs
@@ -20,6 +21,9 @@ type completeMsg struct {
 	Reason  string     `json:"reason"`
 	From    int        `json:"from"`
 }
+
+// Check implements jobnet.Checker.
+func (m completeMsg) Check() error { return layout.CheckRoute(m.Dataset, string(m.Kind), m.Root) }
 
 func (p *Protector) handleComplete(ctx context.Context, from int, m completeMsg) (any, error) {
 	return struct{}{}, p.completeHere(m)

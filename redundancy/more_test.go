@@ -1,8 +1,10 @@
 package redundancy_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/scrfs/scrfs/cache"
@@ -131,5 +133,27 @@ func TestSingleRecordsMetadata(t *testing.T) {
 	m := schemes.Member{Set: schemes.SetInfo{Groups: 1, Nodes: []int{0}}, Dataset: "ckpt.1", Dir: ds.Dir()}
 	if _, err := schemes.Inspect(schemes.Params{Kind: schemes.Single, Size: 1}, m); err != nil {
 		t.Fatalf("inspect after SINGLE: %v", err)
+	}
+}
+
+// TestPeerNamesChecked: a dataset name a peer made up never reaches the
+// store, whatever the request.
+func TestPeerNamesChecked(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	ctx := context.Background()
+	for kind, req := range map[string]any{
+		"complete": map[string]any{"dataset": "../../victim", "kind": "dir", "root": "../../victim"},
+		"ready":    map[string]any{"dataset": ".scrfs", "rank": 1},
+		"rebuild":  map[string]any{"dataset": map[string]any{"name": "a/b"}, "lost": []int{1}},
+		"outcome":  map[string]any{"dataset": map[string]any{"name": ".."}, "kind": "fail"},
+	} {
+		err := f.Nodes[1].Mux.Call(ctx, 0, kind, req, nil)
+		if err == nil || !strings.Contains(err.Error(), "bad "+kind+" request") {
+			t.Errorf("%s with a made-up name: %v", kind, err)
+		}
+	}
+	if dss := f.Nodes[0].Store.Datasets(); len(dss) != 0 {
+		t.Errorf("node 0 holds %d datasets after made-up requests", len(dss))
 	}
 }

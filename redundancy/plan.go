@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -22,6 +23,9 @@ type invDataset struct {
 	Intact  bool        `json:"intact"` // redundancy file and files verified (schemes.Inspect)
 	Problem string      `json:"problem,omitempty"`
 }
+
+// check refuses a dataset whose name or route a peer made up.
+func (i invDataset) check() error { return layout.CheckRoute(i.Name, string(i.Kind), i.Root) }
 
 func (i invDataset) route() cache.Route { return cache.Route{Name: i.Name, Kind: i.Kind, Root: i.Root} }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -33,6 +34,12 @@ type verdictMsg struct {
 	Attempt string `json:"attempt,omitempty"` // set when the members encode
 	Reason  string `json:"reason,omitempty"`  // why not, when Attempt is empty
 }
+
+// Check implements jobnet.Checker.
+func (m readyMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
+
+// Check implements jobnet.Checker.
+func (m verdictMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
 
 // round is the coordinator's view of one dataset's readiness.
 type round struct {

@@ -38,6 +38,12 @@ type outcomeMsg struct {
 	Reason  string     `json:"reason"`
 }
 
+// Check implements jobnet.Checker.
+func (m rebuildMsg) Check() error { return m.Dataset.check() }
+
+// Check implements jobnet.Checker.
+func (m outcomeMsg) Check() error { return m.Dataset.check() }
+
 // Progress is a rebuild under way on this node, as `scrfs status` shows it.
 type Progress struct {
 	Route       cache.Route
@@ -147,6 +153,13 @@ func (p *Protector) collect(ctx context.Context, nodes []int) map[int]*inventory
 				p.log.Warn("set member did not answer; treating it as lost for now", "member", n, "err", err)
 				return
 			}
+			inv.Datasets = slices.DeleteFunc(inv.Datasets, func(d invDataset) bool {
+				err := d.check()
+				if err != nil {
+					p.log.Warn("set member named a dataset that cannot be; ignored", "member", n, "err", err)
+				}
+				return err != nil
+			})
 			mu.Lock()
 			out[n] = &inv
 			mu.Unlock()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // flipByte inverts one byte of a file.
@@ -30,7 +32,7 @@ func flipByte(t testing.TB, path string, off int64) {
 	}
 }
 
-func fileLayout(t testing.TB, path string) *layout {
+func fileLayout(t testing.TB, path string) *redLayout {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -56,14 +58,14 @@ func encodedSet(t *testing.T, p Params) *testSet {
 func TestCorruptionDetected(t *testing.T) {
 	type damage struct {
 		name string
-		at   func(l *layout) int64 // byte to flip; -1 = truncate instead
+		at   func(l *redLayout) int64 // byte to flip; -1 = truncate instead
 	}
 	damages := []damage{
-		{"preamble", func(*layout) int64 { return 17 }},
-		{"header", func(l *layout) int64 { return l.headerOff() + int64(l.pre.headerLen)/2 }},
-		{"parity", func(l *layout) int64 { return preambleSize + int64(l.pre.dataLen)/2 }},
-		{"trailer", func(l *layout) int64 { return l.size - 12 }},
-		{"truncated", func(*layout) int64 { return -1 }},
+		{"preamble", func(*redLayout) int64 { return 17 }},
+		{"header", func(l *redLayout) int64 { return l.headerOff() + int64(l.pre.headerLen)/2 }},
+		{"parity", func(l *redLayout) int64 { return preambleSize + int64(l.pre.dataLen)/2 }},
+		{"trailer", func(l *redLayout) int64 { return l.size - 12 }},
+		{"truncated", func(*redLayout) int64 { return -1 }},
 	}
 	for _, params := range []Params{{Kind: XOR, Size: 4, PieceSize: 512}, {Kind: RS, Size: 4, Parity: 2, PieceSize: 512}} {
 		for _, d := range damages {
@@ -135,7 +137,7 @@ func restoredFiles(t testing.TB, dir string) []string {
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if rel == MetaDir {
+		if rel == layout.MetaDir {
 			return filepath.SkipDir
 		}
 		if rel != "." {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Encode runs this member's part of encoding its set: all members call it
@@ -80,7 +82,7 @@ func newHeader(p Params, m Member, chunk int64, members []MemberMeta) *Header {
 // scan lists the dataset. Dir/.scrfs is created first, so the dataset
 // directory's recorded mtime is not changed by the redundancy file's arrival.
 func (e *encoder) scan() error {
-	if err := os.MkdirAll(filepath.Join(e.m.Dir, MetaDir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(e.m.Dir, layout.MetaDir), 0o700); err != nil {
 		return fmt.Errorf("scan %s: %w", e.m.Dir, err)
 	}
 	files, err := ScanDir(e.m.Dir)

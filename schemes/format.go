@@ -287,20 +287,20 @@ func decodeTrailer(b []byte, want int64) ([]uint32, error) {
 	return crcs, nil
 }
 
-// layout is a decoded redundancy file minus its data.
-type layout struct {
+// redLayout is a decoded redundancy file minus its data.
+type redLayout struct {
 	pre  preamble
 	hdr  *Header
 	crcs []uint32
 	size int64
 }
 
-func (l *layout) headerOff() int64 { return preambleSize + int64(l.pre.dataLen) }
+func (l *redLayout) headerOff() int64 { return preambleSize + int64(l.pre.dataLen) }
 
 // readLayout reads and checks everything but the data of a redundancy file
 // of the given size: preamble, header, trailer, their CRCs and that all
 // lengths agree. Errors wrap ErrCorrupt (or the read error).
-func readLayout(r io.ReaderAt, size int64, name string) (*layout, error) {
+func readLayout(r io.ReaderAt, size int64, name string) (*redLayout, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: "+format, append([]any{ErrCorrupt, name}, args...)...)
 	}
@@ -315,7 +315,7 @@ func readLayout(r io.ReaderAt, size int64, name string) (*layout, error) {
 	if err != nil {
 		return nil, corrupt("%v", err)
 	}
-	l := &layout{pre: pre, size: size}
+	l := &redLayout{pre: pre, size: size}
 	hOff := l.headerOff()
 	if hOff+int64(pre.headerLen)+4 > size {
 		return nil, corrupt("file of %d bytes cannot hold %d data and %d header bytes", size, pre.dataLen, pre.headerLen)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // sampleFile writes a small valid RS redundancy file and returns its bytes.
@@ -169,7 +171,7 @@ func FuzzPeerMessages(f *testing.F) {
 
 func TestRemoveOldKeepsOthers(t *testing.T) {
 	dir := t.TempDir()
-	meta := filepath.Join(dir, MetaDir)
+	meta := filepath.Join(dir, layout.MetaDir)
 	os.MkdirAll(meta, 0o700)
 	for _, n := range []string{"5.xor.grp_1_of_1.mem_1_of_4.redset", "5.rs.grp_1_of_1.mem_1_of_4.redset.tmp", "6.xor.grp_1_of_1.mem_2_of_4.redset", "5.notes", "keep.me"} {
 		os.WriteFile(filepath.Join(meta, n), nil, 0o600)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // testTimeout bounds every in-process operation so a deadlock fails the
@@ -224,7 +226,7 @@ func snapshot(t testing.TB, dir string) map[string]entry {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		if rel == MetaDir {
+		if rel == layout.MetaDir {
 			return filepath.SkipDir
 		}
 		if rel == "." {

@@ -9,11 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-)
 
-// MetaDir is the directory inside a dataset directory that holds redundancy
-// files; ScanDir skips it and restores never write application files into it.
-const MetaDir = ".scrfs"
+	"github.com/scrfs/scrfs/layout"
+)
 
 // EntryType is the kind of a dataset entry.
 type EntryType uint8
@@ -65,7 +63,7 @@ func (t *EntryType) UnmarshalText(b []byte) error {
 // as an earlier one) carry metadata only.
 type FileMeta struct {
 	// Path is relative to the dataset directory, '/'-separated, clean, never
-	// absolute, never "..", never inside MetaDir.
+	// absolute, never "..", never inside layout.MetaDir.
 	Path string    `json:"path"`
 	Type EntryType `json:"type"`
 	// Size is the byte count of a regular file (and of a hard link's inode).
@@ -99,7 +97,7 @@ func ScanDir(dir string) ([]FileMeta, error) {
 			return fmt.Errorf("scan %s: %w", p, err)
 		}
 		rel = filepath.ToSlash(rel)
-		if rel == MetaDir {
+		if rel == layout.MetaDir {
 			return filepath.SkipDir
 		}
 		m, key, err := statMeta(p, rel)
@@ -186,8 +184,8 @@ func checkRelPath(p string) error {
 		return fmt.Errorf("path %q is not clean", p)
 	case p == ".." || strings.HasPrefix(p, "../"):
 		return fmt.Errorf("path %q leaves the dataset", p)
-	case p == MetaDir || strings.HasPrefix(p, MetaDir+"/"):
-		return fmt.Errorf("path %q is inside %s", p, MetaDir)
+	case p == layout.MetaDir || strings.HasPrefix(p, layout.MetaDir+"/"):
+		return fmt.Errorf("path %q is inside %s", p, layout.MetaDir)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 func TestScanDir(t *testing.T) {
@@ -18,8 +20,8 @@ func TestScanDir(t *testing.T) {
 		}
 	}
 	must(os.MkdirAll(filepath.Join(dir, "a", "b"), 0o750))
-	must(os.MkdirAll(filepath.Join(dir, MetaDir), 0o700))
-	must(os.WriteFile(filepath.Join(dir, MetaDir, "x.redset"), []byte("skip me"), 0o600))
+	must(os.MkdirAll(filepath.Join(dir, layout.MetaDir), 0o700))
+	must(os.WriteFile(filepath.Join(dir, layout.MetaDir, "x.redset"), []byte("skip me"), 0o600))
 	must(os.WriteFile(filepath.Join(dir, "a.txt"), []byte("12345"), 0o640))
 	must(os.WriteFile(filepath.Join(dir, "a", "b", "f"), []byte("xy"), 0o600))
 	must(os.Link(filepath.Join(dir, "a.txt"), filepath.Join(dir, "z")))

@@ -3,6 +3,8 @@ package schemes
 import (
 	"fmt"
 	"strings"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Kind names a redundancy scheme.
@@ -151,33 +153,31 @@ func (p Params) pieceSize() int {
 }
 
 // recorded returns the ranks whose file metadata member r records in its
-// header besides its own, nearest left neighbour first.
+// header besides its own, nearest left neighbour first: as a partner's
+// copies go, layout.PartnerSources.
 func (p Params) recorded(r int) []int {
-	n := 0
-	switch p.Kind {
-	case Partner:
-		n = p.Replicas
-	case XOR:
-		n = 1
-	case RS:
-		n = p.Parity
-	}
-	out := make([]int, 0, n)
-	for d := 1; d <= n; d++ {
-		out = append(out, mod(r-d, p.Size))
-	}
-	return out
+	return layout.PartnerSources(p.Size, r, p.recordCount())
 }
 
 // recorders returns the ranks that record member r's metadata, nearest right
 // neighbour first.
 func (p Params) recorders(r int) []int {
-	n := len(p.recorded(0))
-	out := make([]int, 0, n)
-	for d := 1; d <= n; d++ {
-		out = append(out, mod(r+d, p.Size))
+	return layout.PartnerHolders(p.Size, r, p.recordCount())
+}
+
+// recordCount is how many other members' metadata each member records: as
+// many as the scheme can lose, so the metadata of every rebuildable loss
+// survives.
+func (p Params) recordCount() int {
+	switch p.Kind {
+	case Partner:
+		return p.Replicas
+	case XOR:
+		return 1
+	case RS:
+		return p.Parity
 	}
-	return out
+	return 0
 }
 
 // SetInfo describes the redundancy set of an operation.

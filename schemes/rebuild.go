@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Rebuild restores the lost members' files (bytes and metadata: names,
@@ -155,7 +157,7 @@ func (b *rebuilder) run(s *session) error {
 		if err := os.MkdirAll(b.m.Dir, 0o755); err != nil {
 			return s.fail(fmt.Errorf("create %s: %w", b.m.Dir, err))
 		}
-		b.stage = filepath.Join(b.m.Dir, MetaDir, "rebuild.tmp")
+		b.stage = filepath.Join(b.m.Dir, layout.MetaDir, "rebuild.tmp")
 		if err := os.RemoveAll(b.stage); err != nil {
 			return s.fail(fmt.Errorf("clear %s: %w", b.stage, err))
 		}

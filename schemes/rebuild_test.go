@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // rebuildCase is a scheme with the rounds of losses it must survive, one
@@ -80,7 +82,7 @@ func (ts *testSet) lose(r int, partial bool) {
 			os.WriteFile(p, []byte("not a link"), 0o644)
 		}
 	}
-	os.RemoveAll(filepath.Join(ts.dirs[r], MetaDir))
+	os.RemoveAll(filepath.Join(ts.dirs[r], layout.MetaDir))
 }
 
 func TestRebuildRoundTrip(t *testing.T) {
@@ -134,7 +136,7 @@ func TestRebuildRoundTrip(t *testing.T) {
 							}
 						}
 						for _, x := range lost {
-							if _, err := os.Stat(filepath.Join(ts.dirs[x], MetaDir, "rebuild.tmp")); !errors.Is(err, os.ErrNotExist) {
+							if _, err := os.Stat(filepath.Join(ts.dirs[x], layout.MetaDir, "rebuild.tmp")); !errors.Is(err, os.ErrNotExist) {
 								t.Errorf("rank %d: staging directory left behind: %v", x, err)
 							}
 						}

@@ -7,25 +7,26 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // fileName returns the redundancy file name of member rank, as redset names
-// it: <node>.<kind>.grp_<group+1>_of_<groups>.mem_<rank+1>_of_<p>.redset.
+// it (layout.RedundancyFileName).
 func fileName(kind Kind, set SetInfo, rank int) string {
-	return fmt.Sprintf("%d.%s.grp_%d_of_%d.mem_%d_of_%d.redset",
-		set.Nodes[rank], kind, set.Group+1, set.Groups, rank+1, len(set.Nodes))
+	return layout.RedundancyFileName(set.Nodes[rank], kind.String(), set.Group, set.Groups, rank, len(set.Nodes))
 }
 
 // redPath returns where member m keeps its redundancy file.
 func redPath(p Params, m Member) string {
-	return filepath.Join(m.Dir, MetaDir, fileName(p.Kind, m.Set, m.Rank))
+	return filepath.Join(m.Dir, layout.MetaDir, fileName(p.Kind, m.Set, m.Rank))
 }
 
 // removeOld deletes this node's older redundancy files (and leftovers of
 // interrupted writes) from dir/.scrfs, keeping keep. Files of other nodes
 // are left alone.
 func removeOld(dir string, node int, keep string) error {
-	meta := filepath.Join(dir, MetaDir)
+	meta := filepath.Join(dir, layout.MetaDir)
 	ents, err := os.ReadDir(meta)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -224,7 +225,7 @@ func syncDir(dir string) error {
 type redFile struct {
 	path string
 	f    *os.File
-	lay  *layout
+	lay  *redLayout
 	// first[i] is the index in lay.crcs of segment i's first block.
 	first []int64
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/klauspost/reedsolomon"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // RS follows redset_reedsolomon.c. Logical files are cut into p-k chunks and
@@ -15,9 +16,6 @@ import (
 // ascending row order. The coefficient of member q's data in checksum i is
 // entry (p+i, q) of redset's systematic Vandermonde matrix, which is what
 // reedsolomon.New(p, k) builds; data shard index = member rank.
-
-// rsHolder returns the member that stores checksum i of row j.
-func rsHolder(j, i, p int) int { return mod(j-i, p) }
 
 // rsChecksum returns which checksum member q holds in row j, or -1 if q
 // contributes data to row j.
@@ -110,7 +108,7 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 			}
 			for c, b := range bufs {
 				frame(b, msgData, uint32(o))
-				if err := s.enqueue(rsHolder(row, c, size), b, func() { s.pool.put(b); limit.release() }); err != nil {
+				if err := s.enqueue(layout.RSHolder(size, row, c), b, func() { s.pool.put(b); limit.release() }); err != nil {
 					return err
 				}
 			}

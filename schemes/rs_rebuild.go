@@ -2,6 +2,8 @@ package schemes
 
 import (
 	"fmt"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // shardRef names one shard of a row: member's data (parity < 0) or the
@@ -63,7 +65,7 @@ func (b *rebuilder) rsPlan() []rsRow {
 			}
 		}
 		for i := 0; i < k && missing > 0; i++ {
-			if h := rsHolder(j, i, p); b.alive(h) {
+			if h := layout.RSHolder(p, j, i); b.alive(h) {
 				row.providers = append(row.providers, shardRef{h, i})
 				missing--
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/reedsolomon"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // libCoefficients reads the library's parity coefficients by encoding unit
@@ -147,7 +148,7 @@ func TestRSMatrixIsRedsets(t *testing.T) {
 func TestRSPlacement(t *testing.T) {
 	// Seed: process 0 stores c0 in the first row and c1 in the second;
 	// in row 0 processes 0 and 3 contribute zeros.
-	if rsHolder(0, 0, 4) != 0 || rsHolder(1, 1, 4) != 0 || rsHolder(0, 1, 4) != 3 {
+	if layout.RSHolder(4, 0, 0) != 0 || layout.RSHolder(4, 1, 1) != 0 || layout.RSHolder(4, 0, 1) != 3 {
 		t.Fatal("holder placement differs from the seed example")
 	}
 	for p := 2; p <= 12; p++ {
@@ -157,8 +158,8 @@ func TestRSPlacement(t *testing.T) {
 				for j := 0; j < p; j++ {
 					c := rsChecksum(q, j, p, k)
 					if c >= 0 {
-						if rsHolder(j, c, p) != q {
-							t.Fatalf("p=%d k=%d: member %d holds checksum %d of row %d, holder says %d", p, k, q, c, j, rsHolder(j, c, p))
+						if layout.RSHolder(p, j, c) != q {
+							t.Fatalf("p=%d k=%d: member %d holds checksum %d of row %d, holder says %d", p, k, q, c, j, layout.RSHolder(p, j, c))
 						}
 						continue
 					}

@@ -2,6 +2,8 @@ package schemes
 
 import (
 	"crypto/subtle"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // XOR follows redset_xor.c. A member's logical file is cut into p-1 chunks
@@ -26,7 +28,7 @@ func xorChunk(q, j int) int {
 func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redWriter) error {
 	size := p.Size
 	piece := p.pieceSize()
-	left, right := mod(r-1, size), mod(r+1, size)
+	left, right := layout.Left(size, r), layout.Right(size, r)
 	n := pieces(chunk, piece)
 	steps := size - 1
 	pieceLen := func(o int) int { return int(min(int64(piece), chunk-int64(o)*int64(piece))) }

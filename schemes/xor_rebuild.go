@@ -1,5 +1,7 @@
 package schemes
 
+import "github.com/scrfs/scrfs/layout"
+
 // xor rebuilds the one lost member x as redset_recover_xor does: a
 // pipelined reduction along the chain x+1 → x+2 → … → x-1 → x. For each row
 // j and piece, every survivor q XORs its contribution (its data chunk of row
@@ -18,7 +20,7 @@ func (b *rebuilder) xor(s *session) error {
 		off = int64(o) * int64(piece)
 		return row, off, int(min(int64(piece), chunk-off))
 	}
-	left, right := mod(r-1, p), mod(r+1, p)
+	left, right := layout.Left(p, r), layout.Right(p, r)
 
 	if r == x {
 		// The lost member only receives, from its left neighbour, the end of

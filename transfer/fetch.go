@@ -12,6 +12,7 @@ import (
 
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Fetching at start, when no node-local checkpoint survived: node 0 picks
@@ -79,6 +80,9 @@ type (
 		Seconds float64 `json:"seconds"`
 	}
 )
+
+// Check implements jobnet.Checker.
+func (m fetchMsg) Check() error { return layout.CheckRoute(m.Dataset, m.Kind, m.Root) }
 
 // fetchStage is a node's fetched copy waiting for node 0's commit.
 type fetchStage struct {

@@ -22,9 +22,6 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	if f.prefix == "" {
 		return nil, errNoPrefix
 	}
-	if err := layout.CheckDatasetName(m.Dataset); err != nil {
-		return nil, err
-	}
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.self, ds.State())
 	}

@@ -39,9 +39,6 @@ func (f *Flusher) handleFlush(ctx context.Context, from int, m flushMsg) (any, e
 	if f.prefix == "" {
 		return nil, errNoPrefix
 	}
-	if err := layout.CheckDatasetName(m.Dataset); err != nil {
-		return nil, err
-	}
 	j := f.submit(m)
 	select {
 	case <-j.done:
@@ -147,6 +144,9 @@ type prepareMsg struct {
 	Dataset string `json:"dataset"`
 	Round   string `json:"round"`
 }
+
+// Check implements jobnet.Checker.
+func (m prepareMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
 
 // handlePrepare runs on every node before a round begins: it makes the
 // round current and stops (and waits for) this node's job of any earlier

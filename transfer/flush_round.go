@@ -64,6 +64,23 @@ type (
 	}
 )
 
+// Check implements jobnet.Checker; "" asks for the newest dataset.
+func (m requestMsg) Check() error {
+	if m.Dataset == "" {
+		return nil
+	}
+	return layout.CheckDatasetName(m.Dataset)
+}
+
+// Check implements jobnet.Checker.
+func (m resumeMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
+
+// Check implements jobnet.Checker.
+func (m flushMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
+
+// Check implements jobnet.Checker.
+func (m doneMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
+
 // flushRound is node 0's view of one dataset's flush across the job.
 type flushRound struct {
 	dataset string

@@ -108,3 +108,22 @@ func TestFreshJobFetchesNothing(t *testing.T) {
 		t.Errorf("a fresh start took %v", d)
 	}
 }
+
+// TestPeerNamesChecked: no flush or fetch request with a made-up dataset
+// name or route gets as far as a path.
+func TestPeerNamesChecked(t *testing.T) {
+	f := newFixture(t, 2, memnet.Faults{})
+	f.startAll()
+	ctx := context.Background()
+	for kind, req := range map[string]any{
+		"flush":         map[string]any{"dataset": "../x", "round": "r"},
+		"flush-prepare": map[string]any{"dataset": "a/b", "round": "r"},
+		"fetch":         map[string]any{"dataset": "ckpt.1", "round": "r", "kind": "flat", "root": "../../etc"},
+		"flush-done":    map[string]any{"dataset": ""},
+	} {
+		err := f.Nodes[0].Mux.Call(ctx, 1, kind, req, nil)
+		if err == nil || !strings.Contains(err.Error(), "bad "+kind+" request") {
+			t.Errorf("%s with a made-up name: %v", kind, err)
+		}
+	}
+}

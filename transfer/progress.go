@@ -61,7 +61,7 @@ func (f *Flusher) Progress(name, round string) (*control.FlushProgress, error) {
 	case j != nil:
 		p.Flush = f.jobStatus(j, info)
 	case info != nil && info.Flush.State != "":
-		p.Flush = flushStatus(info.Flush)
+		p.Flush = FlushStatus(info.Flush)
 	case haveOut:
 		p.Flush = out.Flush
 	default:
@@ -95,7 +95,9 @@ func (f *Flusher) jobStatus(j *flushJob, info *cache.Info) control.Flush {
 	return st
 }
 
-func flushStatus(fs cache.FlushStatus) control.Flush {
+// FlushStatus is a dataset's flush status as the cache keeps it, in the
+// control ABI's form.
+func FlushStatus(fs cache.FlushStatus) control.Flush {
 	return control.Flush{State: string(fs.State), DoneBytes: fs.Done, TotalBytes: fs.Total,
 		Started: fs.Started, Finished: fs.Finished, Error: fs.Error}
 }
