@@ -50,7 +50,7 @@ func (c *Cluster) Start() *Cluster {
 		n.StartNoWait()
 	}
 	for _, n := range c.Nodes {
-		n.WaitLog(30*time.Second, "scrfs ready")
+		n.WaitReady(30 * time.Second)
 	}
 	return c
 }

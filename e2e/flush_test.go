@@ -167,7 +167,7 @@ func writeDataset(t *testing.T, n *Node, dataset string, seed uint64) map[string
 	if err := os.WriteFile(n.Path(dataset, "COMPLETE"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n.WaitLog(10*time.Second, "dataset complete", "dataset="+dataset)
+	n.WaitCompleted(10*time.Second, dataset)
 	return treeSums(t, n.Path(dataset))
 }
 
@@ -204,12 +204,16 @@ func corruptByte(t *testing.T, path string, off int64) {
 func leftoverTemps(t *testing.T, prefix string) []string {
 	t.Helper()
 	var out []string
-	filepath.WalkDir(prefix, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && (strings.Contains(d.Name(), ".scrfs-tmp.") || strings.Contains(d.Name(), ".json.tmp-")) {
+	err := filepath.WalkDir(prefix, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.Contains(d.Name(), ".scrfs-tmp.") || strings.Contains(d.Name(), ".json.tmp-") {
 			out = append(out, p)
 		}
 		return nil
 	})
+	must(t, err)
 	return out
 }
 
@@ -260,7 +264,7 @@ func TestFlushFetchSingle(t *testing.T) {
 	want2 := writeDataset(t, n, "ckpt.2", 2)
 
 	// The second completed dataset is flushed on its own (flush.every = 2).
-	n.WaitLog(30*time.Second, "dataset flushed", "dataset=ckpt.2")
+	n.WaitFlush(30*time.Second, "ckpt.2", "flushed")
 	ix := readPrefixIndex(t, prefix)
 	if ix.has("ckpt.1") {
 		t.Fatal("ckpt.1 flushed although only every second dataset is")
@@ -320,7 +324,7 @@ func TestFlushFetchSingle(t *testing.T) {
 	}
 	wipe(t, n)
 	n.Start()
-	n.WaitLog(time.Second, "dataset fetched", "dataset=ckpt.2")
+	n.WaitCompleted(time.Second, "ckpt.2")
 	sameSums(t, "ckpt.2 fetched into the mount", treeSums(t, n.Path("ckpt.2")), want2)
 	if _, err := os.Stat(n.Path("ckpt.1")); !os.IsNotExist(err) {
 		t.Fatalf("ckpt.1 fetched too: %v", err)
@@ -338,7 +342,7 @@ func TestFlushFetchSingle(t *testing.T) {
 	wipe(t, n)
 	n.Start()
 	n.WaitLog(time.Second, "fetch failed, recorded in the index", "dataset=ckpt.2")
-	n.WaitLog(time.Second, "dataset fetched", "dataset=ckpt.1")
+	n.WaitCompleted(time.Second, "ckpt.1")
 	sameSums(t, "ckpt.1 fetched into the mount", treeSums(t, n.Path("ckpt.1")), want1)
 	if _, err := os.Stat(n.Path("ckpt.2")); !os.IsNotExist(err) {
 		t.Fatalf("corrupt ckpt.2 in the mount: %v", err)
@@ -369,9 +373,9 @@ func TestFetchBadMetadata(t *testing.T) {
 	prefix := t.TempDir()
 	n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
 	want1 := writeDataset(t, n, "ckpt.1", 1)
-	n.WaitLog(30*time.Second, "dataset flushed", "dataset=ckpt.1")
+	n.WaitFlush(30*time.Second, "ckpt.1", "flushed")
 	writeDataset(t, n, "ckpt.2", 2)
-	n.WaitLog(30*time.Second, "dataset flushed", "dataset=ckpt.2")
+	n.WaitFlush(30*time.Second, "ckpt.2", "flushed")
 
 	truncateHalf(t, filepath.Join(prefix, ".scrfs", "manifests", "ckpt.2", "manifest.json"))
 	if err := n.Stop(); err != nil {
@@ -380,7 +384,7 @@ func TestFetchBadMetadata(t *testing.T) {
 	wipe(t, n)
 	n.Start()
 	n.WaitLog(time.Second, "fetch failed, recorded in the index", "dataset=ckpt.2", "corrupt scrfs metadata")
-	n.WaitLog(time.Second, "dataset fetched", "dataset=ckpt.1")
+	n.WaitCompleted(time.Second, "ckpt.1")
 	sameSums(t, "ckpt.1 fetched", treeSums(t, n.Path("ckpt.1")), want1)
 	if ff := readPrefixIndex(t, prefix).entry(t, "ckpt.2").FailedFetches; len(ff) != 1 || !strings.Contains(ff[0].Reason, "manifest.json") {
 		t.Fatalf("failed fetches of ckpt.2: %+v", ff)
@@ -402,7 +406,7 @@ func TestFetchBadMetadata(t *testing.T) {
 	}
 	// The application is not disturbed; flushing says what is wrong.
 	writeDataset(t, n, "ckpt.3", 3)
-	n.WaitLog(30*time.Second, "dataset flush failed", "dataset=ckpt.3", "corrupt scrfs metadata")
+	n.WaitFlush(30*time.Second, "ckpt.3", "flush-failed", "corrupt scrfs metadata")
 	if _, errs, code := n.CLI("flush", "--wait", "--force", "ckpt.3"); code != 1 || !strings.Contains(errs, "corrupt scrfs metadata") {
 		t.Fatalf("scrfs flush --wait with a truncated index: exit %d: %s", code, errs)
 	}
@@ -429,8 +433,8 @@ func TestFlushKilledMidway(t *testing.T) {
 	for i := range 3 {
 		writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d.bin", i)), 8<<20, uint64(i))
 	}
-	os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644)
-	n.WaitLog(10*time.Second, "dataset complete", "dataset=ckpt.1")
+	must(t, os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644))
+	n.WaitCompleted(10*time.Second, "ckpt.1")
 	want := treeSums(t, n.Path("ckpt.1"))
 	if out, errs, code := n.CLI("flush", "ckpt.1"); code != 0 || !strings.Contains(out, "flushing ckpt.1") {
 		t.Fatalf("scrfs flush: exit %d: %s%s", code, out, errs)
@@ -455,7 +459,7 @@ func TestFlushKilledMidway(t *testing.T) {
 	}
 
 	n.Start()
-	n.WaitLog(60*time.Second, "dataset flushed", "dataset=ckpt.1")
+	n.WaitFlush(60*time.Second, "ckpt.1", "flushed")
 	if e := readPrefixIndex(t, prefix).entry(t, "ckpt.1"); e.State != "complete" || e.Files != 4 {
 		t.Fatalf("index after the resumed flush: %+v", e)
 	}
@@ -476,8 +480,8 @@ func TestFlushPrefixUnusable(t *testing.T) {
 		prefix := smallMount(t, "size=1m")
 		n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
 		writeRandom(t, n.Path("ckpt.1", "big.bin"), 3<<20, 1)
-		os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644)
-		n.WaitLog(30*time.Second, "dataset flush failed", "dataset=ckpt.1", "no space left on device")
+		must(t, os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644))
+		n.WaitFlush(30*time.Second, "ckpt.1", "flush-failed", "no space left on device")
 		ds := n.Dataset("ckpt.1")
 		if ds == nil || ds.Flush == nil || ds.Flush.State != "flush-failed" || !strings.Contains(ds.Flush.Error, "no space left on device") {
 			t.Fatalf("status after a full prefix: %+v", ds)
@@ -490,7 +494,7 @@ func TestFlushPrefixUnusable(t *testing.T) {
 		}
 		// The failed flush gave its space back: a small dataset still fits.
 		writeDataset(t, n, "ckpt.2", 2)
-		n.WaitLog(30*time.Second, "dataset flushed", "dataset=ckpt.2")
+		n.WaitFlush(30*time.Second, "ckpt.2", "flushed")
 		if ix := readPrefixIndex(t, prefix); ix.has("ckpt.1") {
 			t.Fatalf("failed flush left in the index: %+v", ix.Datasets)
 		}
@@ -504,7 +508,7 @@ func TestFlushPrefixUnusable(t *testing.T) {
 			prefix, reason = smallMount(t, "ro,size=1m"), "read-only file system"
 		} else {
 			prefix, reason = t.TempDir(), "permission denied"
-			os.Chmod(prefix, 0o555)
+			must(t, os.Chmod(prefix, 0o555))
 			t.Cleanup(func() { os.Chmod(prefix, 0o755) })
 		}
 		n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=0").Start()
@@ -513,7 +517,7 @@ func TestFlushPrefixUnusable(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, reason) || !strings.Contains(errs, prefix) {
 			t.Fatalf("scrfs flush --wait to a read-only prefix: exit %d: %s", code, errs)
 		}
-		n.WaitLog(time.Second, "dataset flush failed", "dataset=ckpt.1", reason)
+		n.WaitFlush(time.Second, "ckpt.1", "flush-failed", reason)
 		if ds := n.Dataset("ckpt.1"); ds == nil || ds.State != "complete" || ds.Flush.State != "flush-failed" {
 			t.Fatalf("status after a read-only prefix: %+v", ds)
 		}
@@ -572,8 +576,8 @@ func TestFlushFetchCluster(t *testing.T) {
 		"SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
 	complete := func(dataset string) {
 		t.Helper()
-		os.WriteFile(c.Nodes[1].Path(dataset, "COMPLETE"), nil, 0o644)
-		c.WaitAll(60*time.Second, "dataset protected", "dataset="+dataset)
+		must(t, os.WriteFile(c.Nodes[1].Path(dataset, "COMPLETE"), nil, 0o644))
+		c.WaitState(60*time.Second, dataset, "protected")
 	}
 	writeNodeData(t, c, "ckpt.1")
 	complete("ckpt.1")
@@ -585,7 +589,7 @@ func TestFlushFetchCluster(t *testing.T) {
 	sums2 := clusterSums(t, c, "ckpt.2")
 
 	// Every second settled dataset is flushed; every node hears the outcome.
-	c.WaitAll(60*time.Second, "dataset flushed", "dataset=ckpt.2")
+	c.WaitFlush(60*time.Second, "ckpt.2", "flushed")
 	all2, owner2 := union(t, sums2)
 	sameSums(t, "flushed ckpt.2", treeSums(t, filepath.Join(prefix, "ckpt.2")), all2)
 	checkManifest(t, prefix, "ckpt.2", 4, owner2)
@@ -631,17 +635,17 @@ func TestFlushFetchCluster(t *testing.T) {
 		c.Start()
 	}
 	restartWiped()
-	c.WaitAll(time.Second, "dataset fetched", "dataset=ckpt.2")
+	c.WaitCompleted(time.Second, "ckpt.2")
 	for i, n := range c.Nodes {
 		sameSums(t, fmt.Sprintf("ckpt.2 fetched on node %d", i), treeSums(t, n.Path("ckpt.2")), sums2[i])
 	}
-	c.WaitAll(60*time.Second, "dataset protected", "dataset=ckpt.2")
+	c.WaitState(60*time.Second, "ckpt.2", "protected")
 
 	// A corrupt byte in node 2's file fails ckpt.2 for the whole job.
 	corruptByte(t, filepath.Join(prefix, "ckpt.2", "rank_2", "state.bin"), 777)
 	restartWiped()
 	c.Nodes[0].WaitLog(time.Second, "fetch failed, recorded in the index", "dataset=ckpt.2", "failed_node=2")
-	c.WaitAll(time.Second, "dataset fetched", "dataset=ckpt.1")
+	c.WaitCompleted(time.Second, "ckpt.1")
 	for i, n := range c.Nodes {
 		sameSums(t, fmt.Sprintf("ckpt.1 fetched on node %d", i), treeSums(t, n.Path("ckpt.1")), sums1[i])
 		if _, err := os.Stat(n.Path("ckpt.2")); !os.IsNotExist(err) {
@@ -664,8 +668,8 @@ func TestFlushNodeLost(t *testing.T) {
 	for i, n := range c.Nodes {
 		writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d.bin", i)), 100_000, uint64(i))
 	}
-	os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644)
-	c.WaitAll(10*time.Second, "dataset complete", "dataset=ckpt.1")
+	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
+	c.WaitCompleted(10*time.Second, "ckpt.1")
 	c.Nodes[2].Kill()
 	start := time.Now()
 	_, errs, code := c.Nodes[1].CLI("flush", "--wait", "ckpt.1")
@@ -676,7 +680,7 @@ func TestFlushNodeLost(t *testing.T) {
 		t.Fatalf("the round took %v to give up on a dead node", took)
 	}
 	for _, n := range c.Nodes[:2] {
-		n.WaitLog(5*time.Second, "dataset flush failed", "dataset=ckpt.1", "node 2 unreachable")
+		n.WaitFlush(5*time.Second, "ckpt.1", "flush-failed", "node 2 unreachable")
 		if ds := n.Dataset("ckpt.1"); ds == nil || ds.Flush == nil || ds.Flush.State != "flush-failed" {
 			t.Fatalf("status after the lost node: %+v", ds)
 		}
@@ -700,7 +704,7 @@ func TestFlushCoordinatorKilled(t *testing.T) {
 	for i, n := range c.Nodes {
 		writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d.bin", i)), 12<<20, uint64(i))
 	}
-	os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644)
+	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
 	sums := clusterSums(t, c, "ckpt.1")
 	waitFor(t, 60*time.Second, "node 1 flushing", func() bool {
 		ds := c.Nodes[1].Dataset("ckpt.1")
@@ -711,7 +715,7 @@ func TestFlushCoordinatorKilled(t *testing.T) {
 		t.Fatalf("index with the coordinator killed mid-flush: %+v", e)
 	}
 	c.Nodes[0].Start()
-	c.WaitAll(60*time.Second, "dataset flushed", "dataset=ckpt.1")
+	c.WaitFlush(60*time.Second, "ckpt.1", "flushed")
 	all, owner := union(t, sums)
 	sameSums(t, "flush redone after the coordinator's restart", treeSums(t, filepath.Join(prefix, "ckpt.1")), all)
 	checkManifest(t, prefix, "ckpt.1", 2, owner)

@@ -132,7 +132,9 @@ func (sh *shell) run(b docBlock, timeout time.Duration) (string, int) {
 		sh.t.Fatalf("block %s did not finish within %v:\n%s", b.name, timeout, b.text)
 	}
 	var code int
-	fmt.Sscanf(strings.TrimPrefix(line, done), "%d", &code)
+	if _, err := fmt.Sscanf(strings.TrimPrefix(line, done), "%d", &code); err != nil {
+		sh.t.Fatalf("block %s: unreadable exit status %q: %v", b.name, line, err)
+	}
 	sh.out.mu.Lock()
 	defer sh.out.mu.Unlock()
 	var out []string

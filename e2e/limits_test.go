@@ -65,7 +65,7 @@ func TestFullCacheENOSPC(t *testing.T) {
 			if _, errs, code := n.CLI("complete", "c"); code != 0 {
 				t.Fatalf("complete after ENOSPC: %s", errs)
 			}
-			n.WaitLog(10*time.Second, "dataset complete", "dataset=c")
+			n.WaitCompleted(10*time.Second, "c")
 		})
 	}
 }
@@ -76,10 +76,12 @@ func TestMetricsScrape(t *testing.T) {
 	n := NewNode(t, "SCRFS_METRICS_LISTEN=127.0.0.1:0", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
 	writeRandom(t, n.Path("ckpt.1", "a"), 3<<20, 1)
 	writeRandom(t, n.Path("ckpt.1", "b"), 1<<20, 2)
-	os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644)
-	n.WaitLog(10*time.Second, "dataset complete", "dataset=ckpt.1")
+	must(t, os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644))
+	n.WaitCompleted(10*time.Second, "ckpt.1")
 	writeRandom(t, n.Path("ckpt.2", "a"), 1000, 3)
-	os.WriteFile(n.Path("stray"), nil, 0o644) // EPERM, counted as an error
+	if err := os.WriteFile(n.Path("stray"), nil, 0o644); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("a file outside any dataset: %v, want EPERM (counted as an error)", err)
+	}
 
 	addr := n.Status().Node.Metrics
 	if addr == "" {

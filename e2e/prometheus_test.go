@@ -64,7 +64,7 @@ func newObserved(t *testing.T) *observed {
 	if out, errs, code := o.c.Nodes[1].CLI("flush", "--wait", "ckpt.1"); code != 0 {
 		t.Fatalf("scrfs flush --wait: exit %d: %s%s", code, out, errs)
 	}
-	o.c.WaitAll(30*time.Second, "dataset flushed", "dataset=ckpt.1")
+	o.c.WaitFlush(30*time.Second, "ckpt.1", "flushed")
 	copy(o.flushed, o.written)
 	// A file outside any dataset: EPERM, counted by errno.
 	if err := os.WriteFile(o.c.Nodes[0].Path("stray"), nil, 0o644); err == nil {
@@ -93,7 +93,7 @@ func (o *observed) checkpoint(t *testing.T, name string) {
 	if err := os.WriteFile(o.c.Nodes[0].Path(name, "COMPLETE"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o.c.WaitAll(60*time.Second, "dataset protected", "dataset="+name)
+	o.c.WaitState(60*time.Second, name, "protected")
 }
 
 // intrude sends node 0's peer port garbage, then a handshake with the
@@ -142,7 +142,7 @@ func (o *observed) failFlush(t *testing.T) {
 	if _, errs, code := o.c.Nodes[0].CLI("flush", "--wait", "ckpt.2"); code != 1 {
 		t.Fatalf("flush of ckpt.2 into a file: exit %d, want 1: %s", code, errs)
 	}
-	o.c.WaitAll(30*time.Second, "dataset flush failed", "dataset=ckpt.2")
+	o.c.WaitFlush(30*time.Second, "ckpt.2", "flush-failed")
 }
 
 // exposition returns node i's /metrics body.

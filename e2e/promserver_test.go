@@ -11,61 +11,22 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
 // A real Prometheus server for the tests, and its HTTP API.
 
-// requireTool returns the path of an external tool. A missing one is
-// installed from its Debian package when the tests run as root with apt-get
-// (as on CI and the development VM; SCRFS_TEST_NO_INSTALL=1 turns that off);
-// otherwise the test is skipped with the package to install.
+// requireTool returns the path of an external tool, or skips the test
+// naming the Debian package that has it (.ci/run installs it; tests never
+// install anything).
 func requireTool(t *testing.T, name, pkg string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	if err := installPackage(pkg); err != nil {
-		t.Skipf("%s not found (apt-get install %s): %v", name, pkg, err)
-	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not found after installing %s", name, pkg)
+		t.Skipf("%s not found (apt-get install %s)", name, pkg)
 	}
 	return p
-}
-
-var installs sync.Map // package name → func() error, run once
-
-// installPackage installs a Debian package once per test process.
-func installPackage(pkg string) error {
-	f, _ := installs.LoadOrStore(pkg, sync.OnceValue(func() error {
-		if os.Geteuid() != 0 || os.Getenv("SCRFS_TEST_NO_INSTALL") != "" {
-			return fmt.Errorf("not root, or SCRFS_TEST_NO_INSTALL is set")
-		}
-		apt, err := exec.LookPath("apt-get")
-		if err != nil {
-			return err
-		}
-		install := func() ([]byte, error) {
-			cmd := exec.Command(apt, "install", "-y", "-qq", pkg)
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			return cmd.CombinedOutput()
-		}
-		if _, err := install(); err == nil {
-			return nil
-		}
-		if out, err := exec.Command(apt, "update", "-qq").CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get update: %v: %s", err, out)
-		}
-		if out, err := install(); err != nil {
-			return fmt.Errorf("apt-get install %s: %v: %s", pkg, err, out)
-		}
-		return nil
-	}))
-	return f.(func() error)()
 }
 
 // promServer is a Prometheus server run for one test.

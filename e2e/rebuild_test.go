@@ -19,14 +19,14 @@ func treeMeta(t *testing.T, root string) map[string]string {
 	t.Helper()
 	sums := treeSums(t, root)
 	out := map[string]string{}
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		rel, _ := filepath.Rel(root, p)
 		info, err := os.Lstat(p)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		out[rel] = fmt.Sprintf("%v %d %s", info.Mode(), info.Size(), sums[rel])
 		if info.IsDir() {
@@ -34,6 +34,7 @@ func treeMeta(t *testing.T, root string) map[string]string {
 		}
 		return nil
 	})
+	must(t, err)
 	return out
 }
 
@@ -58,14 +59,14 @@ func writeCheckpoint(t *testing.T, c *Cluster, name string, size int64) []map[st
 		for f := 0; f <= i%3; f++ {
 			writeRandom(t, n.Path(name, fmt.Sprintf("rank_%d_%d.bin", i, f)), size+int64(1000*i+f), uint64(i*31+f+len(name)))
 		}
-		os.Chmod(n.Path(name, fmt.Sprintf("rank_%d_0.bin", i)), 0o600)
+		must(t, os.Chmod(n.Path(name, fmt.Sprintf("rank_%d_0.bin", i)), 0o600))
 		if i == 1 {
 			writeRandom(t, n.Path(name, "sub", "empty"), 0, 0)
-			os.Symlink("../rank_1_0.bin", n.Path(name, "sub", "link"))
+			must(t, os.Symlink("../rank_1_0.bin", n.Path(name, "sub", "link")))
 		}
 	}
-	os.WriteFile(c.Nodes[0].Path(name, "COMPLETE"), nil, 0o644)
-	c.WaitAll(60*time.Second, "dataset protected", "dataset="+name)
+	must(t, os.WriteFile(c.Nodes[0].Path(name, "COMPLETE"), nil, 0o644))
+	c.WaitState(60*time.Second, name, "protected")
 	out := make([]map[string]string, len(c.Nodes))
 	for i, n := range c.Nodes {
 		out[i] = treeMeta(t, n.Path(name))
@@ -80,8 +81,8 @@ func (c *Cluster) replace(t *testing.T, i int, spare bool) *Node {
 	t.Helper()
 	old := c.Nodes[i]
 	old.Kill()
-	os.RemoveAll(old.Cache)
-	os.RemoveAll(old.Control)
+	must(t, os.RemoveAll(old.Cache))
+	must(t, os.RemoveAll(old.Control))
 	if !spare {
 		// Same host: the same mountpoint and (wiped) directories.
 		n := &Node{t: t, Mount: old.Mount, Cache: old.Cache, Control: old.Control, Env: old.Env}
@@ -135,8 +136,8 @@ func TestRebuildLostNodes(t *testing.T) {
 					n.StartNoWait()
 				}
 				for k, n := range fresh {
-					n.WaitLog(60*time.Second, "scrfs ready")
-					n.WaitLog(60*time.Second, "dataset rebuilt", "dataset=ckpt.1")
+					n.WaitReady(60 * time.Second)
+					n.WaitState(60*time.Second, "ckpt.1", "protected")
 					i := lose[k]
 					sameMeta(t, fmt.Sprintf("round %d: node %d's tree through its new mount", round, i), treeMeta(t, n.Path("ckpt.1")), want[i])
 					if ds := n.Dataset("ckpt.1"); ds == nil || ds.State != "protected" {
@@ -163,10 +164,10 @@ func TestLossBeyondTolerance(t *testing.T) {
 
 	n := c.replace(t, 2, false)
 	n.Start()
-	n.WaitLog(60*time.Second, "dataset rebuilt", "dataset=ckpt.1")
+	n.WaitState(60*time.Second, "ckpt.1", "protected")
 	sameMeta(t, "older dataset on the replacement", treeMeta(t, n.Path("ckpt.1")), want[2])
 	for i, node := range c.Nodes {
-		node.WaitLog(60*time.Second, "dataset failed", "dataset=ckpt.2")
+		node.WaitState(60*time.Second, "ckpt.2", "failed")
 		st := node.Status()
 		found := false
 		for _, f := range st.Failed {
@@ -200,8 +201,8 @@ func TestCorruptRedundancyNeverServed(t *testing.T) {
 	c.Nodes[3].Start()
 	n := c.replace(t, 0, false)
 	n.Start()
-	n.WaitLog(60*time.Second, "dataset rebuilt", "dataset=ckpt.1")
-	c.Nodes[3].WaitLog(60*time.Second, "dataset rebuilt", "dataset=ckpt.1")
+	n.WaitState(60*time.Second, "ckpt.1", "protected")
+	c.Nodes[3].WaitState(60*time.Second, "ckpt.1", "protected")
 	for i := range c.Nodes {
 		sameMeta(t, fmt.Sprintf("node %d", i), treeMeta(t, c.Nodes[i].Path("ckpt.1")), want[i])
 	}
@@ -218,9 +219,9 @@ func TestKillDuringRebuild(t *testing.T) {
 	n.StartNoWait()
 	n.WaitLog(60*time.Second, "rebuilding dataset", "dataset=ckpt.1")
 	n.Kill()
-	os.RemoveAll(n.Cache) // what the first attempt left is discarded anyway
+	must(t, os.RemoveAll(n.Cache)) // what the first attempt left is discarded anyway
 	n.Start()
-	n.WaitLog(60*time.Second, "dataset rebuilt", "dataset=ckpt.1")
+	n.WaitState(60*time.Second, "ckpt.1", "protected")
 	sameMeta(t, "after an interrupted rebuild", treeMeta(t, n.Path("ckpt.1")), want[1])
 }
 
@@ -228,9 +229,9 @@ func TestKillDuringRebuild(t *testing.T) {
 func TestRestartWithoutCache(t *testing.T) {
 	n := NewNode(t, "SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
 	writeRandom(t, n.Path("c1", "f"), 1000, 1)
-	os.WriteFile(n.Path("c1", "COMPLETE"), nil, 0o644)
-	n.WaitLog(10*time.Second, "dataset complete", "dataset=c1")
-	n.Stop()
+	must(t, os.WriteFile(n.Path("c1", "COMPLETE"), nil, 0o644))
+	n.WaitCompleted(10*time.Second, "c1")
+	must(t, n.Stop())
 	n.Env = append(n.Env, "SCRFS_RESTART_FROM_CACHE=false")
 	n.Start()
 	if len(n.Status().Datasets) != 0 {
@@ -254,7 +255,9 @@ func flipByte(t *testing.T, path string, off int64) {
 		off += st.Size()
 	}
 	b := make([]byte, 1)
-	f.ReadAt(b, off)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
 	b[0] ^= 0xff
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
@@ -284,8 +287,8 @@ func TestEvictedRedundancyReused(t *testing.T) {
 
 	n := c.replace(t, 2, false)
 	n.StartNoWait()
-	n.WaitLog(60*time.Second, "scrfs ready")
-	n.WaitLog(60*time.Second, "dataset rebuilt", "dataset=ckpt.2")
+	n.WaitReady(60 * time.Second)
+	n.WaitState(60*time.Second, "ckpt.2", "protected")
 	sameMeta(t, "node 2's tree rebuilt from reused redundancy files", treeMeta(t, n.Path("ckpt.2")), want[2])
 	checkRedundancy(t, c, "ckpt.2")
 }

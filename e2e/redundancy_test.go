@@ -56,8 +56,8 @@ func TestProtectSchemes(t *testing.T) {
 			writeNodeData(t, c, "ckpt.1")
 			// The marker on one node completes the dataset everywhere,
 			// including on node 0, which wrote nothing.
-			os.WriteFile(c.Nodes[1].Path("ckpt.1", "COMPLETE"), nil, 0o644)
-			c.WaitAll(60*time.Second, "dataset protected", "dataset=ckpt.1")
+			must(t, os.WriteFile(c.Nodes[1].Path("ckpt.1", "COMPLETE"), nil, 0o644))
+			c.WaitState(60*time.Second, "ckpt.1", "protected")
 			for i, n := range c.Nodes {
 				ds := n.Dataset("ckpt.1")
 				if ds == nil || ds.State != "protected" {
@@ -278,11 +278,11 @@ func TestStoppedMemberDegrades(t *testing.T) {
 	c.Nodes[2].Kill()
 	writeRandom(t, c.Nodes[0].Path("ckpt.1", "a"), 1<<20, 1)
 	writeRandom(t, c.Nodes[1].Path("ckpt.1", "b"), 1<<20, 2)
-	os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644)
+	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
 	for _, n := range c.Nodes[:2] {
-		n.WaitLog(60*time.Second, "dataset degraded", "dataset=ckpt.1")
+		n.WaitState(60*time.Second, "ckpt.1", "degraded")
 		ds := n.Dataset("ckpt.1")
-		if ds == nil || ds.State != "degraded" || !strings.Contains(ds.Reason, "2") {
+		if ds == nil || ds.State != "degraded" || !strings.Contains(ds.Reason, "node 2") {
 			t.Fatalf("dataset on a surviving node: %+v", ds)
 		}
 	}

@@ -20,7 +20,7 @@ func TestToolsRoundTrip(t *testing.T) {
 	writeRandom(t, filepath.Join(src, "tree", "a.bin"), 3<<20+17, 1)
 	writeRandom(t, filepath.Join(src, "tree", "sub", "b.bin"), 0, 2)
 	writeRandom(t, filepath.Join(src, "tree", "sub", "deep", "c.bin"), 200_001, 3)
-	os.Symlink("a.bin", filepath.Join(src, "tree", "link"))
+	must(t, os.Symlink("a.bin", filepath.Join(src, "tree", "link")))
 	want := treeSums(t, filepath.Join(src, "tree"))
 
 	// cp -r into a new dataset directory.
@@ -31,12 +31,12 @@ func TestToolsRoundTrip(t *testing.T) {
 	// tar -x.
 	tarball := filepath.Join(src, "t.tar")
 	run(t, "tar", "-C", src, "-cf", tarball, "tree")
-	os.Mkdir(n.Path("ckpt.tar"), 0o755)
+	must(t, os.Mkdir(n.Path("ckpt.tar"), 0o755))
 	run(t, "tar", "-C", n.Path("ckpt.tar"), "-xf", tarball)
 	sameSums(t, "tar -x", treeSums(t, n.Path("ckpt.tar", "tree")), want)
 
 	// dd with 1 MiB blocks and fsync.
-	os.Mkdir(n.Path("ckpt.dd"), 0o755)
+	must(t, os.Mkdir(n.Path("ckpt.dd"), 0o755))
 	run(t, "dd", "if="+filepath.Join(src, "tree", "a.bin"), "of="+n.Path("ckpt.dd", "a.bin"), "bs=1M", "conv=fsync", "status=none")
 	if got := fileSum(t, n.Path("ckpt.dd", "a.bin")); got != want["a.bin"] {
 		t.Fatal("dd: content differs")
@@ -74,7 +74,7 @@ assert os.path.getsize(os.path.join(d, "state.pt")) == 500
 // TestLargeFile writes a sparse file beyond 4 GiB with dd and truncate.
 func TestLargeFile(t *testing.T) {
 	n := NewNode(t).Start()
-	os.Mkdir(n.Path("big"), 0o755)
+	must(t, os.Mkdir(n.Path("big"), 0o755))
 	p := n.Path("big", "sparse.bin")
 	run(t, "dd", "if=/dev/urandom", "of="+p, "bs=1M", "count=2", "seek=5000", "status=none")
 	st, err := os.Stat(p)
@@ -100,15 +100,15 @@ func TestCompletionRules(t *testing.T) {
 	t.Run("next", func(t *testing.T) {
 		n := NewNode(t, "SCRFS_DATASETS_COMPLETE=next").Start()
 		writeRandom(t, n.Path("ckpt.1", "r0"), 1000, 1)
-		os.Mkdir(n.Path("ckpt.2"), 0o755)
-		n.WaitLog(10*time.Second, "dataset complete", "dataset=ckpt.1")
+		must(t, os.Mkdir(n.Path("ckpt.2"), 0o755))
+		n.WaitCompleted(10*time.Second, "ckpt.1")
 		expectEROFS(t, n.Path("ckpt.1", "r0"))
 	})
 	t.Run("marker", func(t *testing.T) {
 		n := NewNode(t, "SCRFS_DATASETS_COMPLETE=marker:.metadata").Start()
 		writeRandom(t, n.Path("dcp", "__0_0.distcp"), 5000, 1)
-		os.WriteFile(n.Path("dcp", ".metadata"), []byte("meta"), 0o644)
-		n.WaitLog(10*time.Second, "dataset complete", "dataset=dcp")
+		must(t, os.WriteFile(n.Path("dcp", ".metadata"), []byte("meta"), 0o644))
+		n.WaitCompleted(10*time.Second, "dcp")
 		expectEROFS(t, n.Path("dcp", "__0_0.distcp"))
 	})
 	t.Run("rename", func(t *testing.T) {
@@ -117,13 +117,13 @@ func TestCompletionRules(t *testing.T) {
 		if err := os.Rename(n.Path("ckpt.tmp"), n.Path("ckpt.100")); err != nil {
 			t.Fatal(err)
 		}
-		n.WaitLog(10*time.Second, "dataset complete", "dataset=ckpt.100")
+		n.WaitCompleted(10*time.Second, "ckpt.100")
 		expectEROFS(t, n.Path("ckpt.100", "w"))
 	})
 	t.Run("idle", func(t *testing.T) {
 		n := NewNode(t, "SCRFS_DATASETS_COMPLETE=idle:300ms").Start()
 		writeRandom(t, n.Path("ckpt.1", "w"), 100, 1)
-		n.WaitLog(10*time.Second, "dataset complete", "dataset=ckpt.1")
+		n.WaitCompleted(10*time.Second, "ckpt.1")
 	})
 	t.Run("command", func(t *testing.T) {
 		n := NewNode(t, "SCRFS_DATASETS_COMPLETE=").Start()
@@ -131,7 +131,7 @@ func TestCompletionRules(t *testing.T) {
 		if _, errs, code := n.CLI("complete", "ckpt.1"); code != 0 {
 			t.Fatalf("scrfs complete: exit %d: %s", code, errs)
 		}
-		n.WaitLog(10*time.Second, "dataset complete", "dataset=ckpt.1")
+		n.WaitCompleted(10*time.Second, "ckpt.1")
 		if ds := n.Dataset("ckpt.1"); ds == nil || ds.State != "complete" {
 			t.Fatalf("status after scrfs complete: %+v", ds)
 		}
@@ -141,19 +141,21 @@ func TestCompletionRules(t *testing.T) {
 	})
 	t.Run("waits-for-open-files", func(t *testing.T) {
 		n := NewNode(t, "SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
-		os.Mkdir(n.Path("c"), 0o755)
+		must(t, os.Mkdir(n.Path("c"), 0o755))
 		f, err := os.Create(n.Path("c", "open.bin"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(n.Path("c", "COMPLETE"), nil, 0o644)
+		must(t, os.WriteFile(n.Path("c", "COMPLETE"), nil, 0o644))
 		n.WaitLog(10*time.Second, "dataset completion requested", "dataset=c")
 		if ds := n.Dataset("c"); ds.State != "writing" || ds.OpenWrite != 1 {
 			t.Fatalf("with a file open: %+v", ds)
 		}
-		f.Write([]byte("late bytes"))
-		f.Close()
-		n.WaitLog(10*time.Second, "dataset complete", "dataset=c")
+		if _, err := f.Write([]byte("late bytes")); err != nil {
+			t.Fatal(err)
+		}
+		must(t, f.Close())
+		n.WaitCompleted(10*time.Second, "c")
 		if ds := n.Dataset("c"); ds.Bytes != 10 {
 			t.Fatalf("late bytes not counted: %+v", ds)
 		}
@@ -198,15 +200,17 @@ func TestCrashRestart(t *testing.T) {
 	n := NewNode(t, "SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
 	writeRandom(t, n.Path("done", "a"), 1<<20, 1)
 	writeRandom(t, n.Path("done", "sub", "b"), 12345, 2)
-	os.WriteFile(n.Path("done", "COMPLETE"), nil, 0o644)
-	n.WaitLog(10*time.Second, "dataset complete", "dataset=done")
+	must(t, os.WriteFile(n.Path("done", "COMPLETE"), nil, 0o644))
+	n.WaitCompleted(10*time.Second, "done")
 	want := treeSums(t, n.Path("done"))
 	writeRandom(t, n.Path("busy", "partial"), 777, 3)
 	f, err := os.Create(n.Path("busy", "open"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write([]byte("in flight"))
+	if _, err := f.Write([]byte("in flight")); err != nil {
+		t.Fatal(err)
+	}
 
 	n.Kill()
 	f.Close() // the application's handle dies with the daemon
@@ -231,7 +235,7 @@ func TestCrashRestart(t *testing.T) {
 		t.Fatal("incomplete dataset still in cache")
 	}
 	expectEROFS(t, n.Path("done", "a"))
-	os.Mkdir(n.Path("busy"), 0o755)
+	must(t, os.Mkdir(n.Path("busy"), 0o755))
 	if err := os.WriteFile(n.Path("busy", "more"), []byte("ok"), 0o644); err != nil {
 		t.Fatalf("a new dataset of the same name cannot be written: %v", err)
 	}

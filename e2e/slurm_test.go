@@ -176,8 +176,8 @@ func TestSlurmJobScript(t *testing.T) {
 	cache := filepath.Join("/dev/shm", user, "scrfs."+job)
 	t.Cleanup(func() {
 		syscall.Unmount(mnt, syscall.MNT_DETACH)
-		os.RemoveAll(mnt)
-		os.RemoveAll(cache)
+		must(t, os.RemoveAll(mnt))
+		must(t, os.RemoveAll(cache))
 	})
 	var env []string
 	for _, e := range os.Environ() {

@@ -3,10 +3,8 @@ package peer
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 var testSecret = []byte("0123456789abcdef0123456789abcdef")
@@ -245,42 +244,6 @@ func checkPattern(t testing.TB, got []byte, seed uint64, scratch []byte) {
 	}
 }
 
-// peerGoroutines returns the stacks of goroutines running this package's
-// code, other than the test binary's main goroutine (the fuzzing engine and
-// os/signal start goroutines of their own).
-func peerGoroutines() []string {
-	buf := make([]byte, 4<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "scrfs/scrfs/peer.") && !strings.Contains(g, "peer.TestMain") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
 // TestMain also checks for goroutines left behind by the whole run, which
 // catches leaks from tests that forgot checkLeaks.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		// The fuzzing engine's workers run this TestMain too, with
-		// goroutines of their own still in the fuzz target.
-		os.Exit(code)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for code == 0 {
-		left := peerGoroutines()
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "goroutine leak after all tests: %d left\n%s\n", len(left), strings.Join(left, "\n\n"))
-			code = 1
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/scrfs/peer.") }

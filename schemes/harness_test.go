@@ -8,14 +8,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -330,34 +329,5 @@ func logicalBytes(t testing.TB, dir string) []byte {
 
 // TestMain fails the run if goroutines of this package outlive the tests:
 // every sender, reader and worker of an operation must be gone when it
-// returns. Goroutines of the runtime and the test framework (the fuzzer's
-// signal handler, say) are not counted.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		deadline := time.Now().Add(5 * time.Second)
-		leaked := ourGoroutines()
-		for len(leaked) > 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond) // nothing to wait on but the scheduler
-			leaked = ourGoroutines()
-		}
-		if len(leaked) > 0 {
-			fmt.Fprintf(os.Stderr, "%d goroutines leaked:\n%s\n", len(leaked), strings.Join(leaked, "\n\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// ourGoroutines returns the stacks of goroutines running this package's
-// code, other than TestMain itself.
-func ourGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	var out []string
-	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "scrfs/schemes.") && !strings.Contains(g, "schemes.TestMain") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
+// returns.
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/schemes.") }
