@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestImportRules checks the package boundaries docs/design.md draws: only
+// fs imports go-fuse, the coordination packages know neither each other nor
+// fs nor the daemon, and the leaf packages know no coordination.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/scrfs/scrfs/...").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	const mod = "github.com/scrfs/scrfs/"
+	coordination := []string{"jobnet", "jobnet/memnet", "redundancy", "transfer"}
+	forbidden := map[string][]string{
+		"cache":      {"fs", "peer", "schemes", "flush", "daemon", "jobnet", "redundancy", "transfer"},
+		"layout":     {"cache", "fs", "peer", "schemes", "flush", "config", "daemon"},
+		"schemes":    {"fs", "peer", "flush", "cache", "daemon", "jobnet"},
+		"flush":      {"fs", "peer", "schemes", "cache", "daemon", "jobnet"},
+		"peer":       {"cache", "fs", "schemes", "flush", "daemon", "jobnet"},
+		"control":    {"cache", "fs", "daemon", "redundancy", "transfer"},
+		"jobnet":     {"cache", "fs", "schemes", "flush", "daemon", "redundancy", "transfer"},
+		"redundancy": {"fs", "flush", "peer", "daemon", "transfer"},
+		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy"},
+		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, imports := strings.TrimPrefix(f[0], mod), f[1:]
+		for _, imp := range imports {
+			if strings.HasPrefix(imp, "github.com/hanwen/go-fuse") && pkg != "fs" && !strings.HasPrefix(pkg, "bench/") {
+				t.Errorf("%s imports %s: only fs may", pkg, imp)
+			}
+			own := strings.TrimPrefix(imp, mod)
+			if !strings.HasPrefix(imp, mod) {
+				continue
+			}
+			if slices.Contains(forbidden[pkg], own) {
+				t.Errorf("%s imports %s", pkg, own)
+			}
+			if slices.Contains(coordination, pkg) && slices.Contains(coordination, own) && own != "jobnet" {
+				t.Errorf("coordination package %s imports %s", pkg, own)
+			}
+		}
+	}
+}
