@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // Tests wait on what `scrfs status` reports, not on log lines, wherever a
@@ -25,7 +27,8 @@ const statusPoll = 20 * time.Millisecond
 // passes or the daemon exits; it returns whether ok held and what it saw
 // last.
 func (n *Node) pollStatus(timeout time.Duration, ok func(*control.Status) (bool, string)) (bool, string) {
-	client := control.NewClient(n.ControlDir())
+	dir := n.ControlDir()
+	client := control.NewClient(jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}})
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
