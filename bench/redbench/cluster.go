@@ -317,6 +317,15 @@ func parseKB(v string) (int64, error) {
 	return kb << 10, nil
 }
 
+// selfCPU returns this process's CPU time (user+system) so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // environWithout returns the environment minus variables with prefix, so
 // settings of the caller's own scrfs do not leak into the benchmark's.
 func environWithout(prefix string) []string {

@@ -36,6 +36,7 @@ type sizeResult struct {
 	encode   []time.Duration // the longest encode a daemon reported ("seconds"), per round
 	used     []usage         // CPU time and page faults of all daemons while protecting, per round
 	write    []time.Duration // writing the checkpoint through the mounts
+	writeCPU []time.Duration // CPU of the daemons and of the writers (this process) meanwhile
 	sent     float64         // bytes a daemon said it sent in the last encode (mean over nodes)
 	rss      []int64         // VmHWM per node after the last protect
 	rebuilds []*rebuildResult
@@ -97,12 +98,19 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 	var last string
 	for r := 0; r <= b.o.rounds; r++ {
 		name := fmt.Sprintf("ckpt.%d", r)
+		w0, err := c.usage()
+		if err != nil {
+			res.err = err
+			return res
+		}
+		self0 := selfCPU()
 		t0 := time.Now()
 		if err := b.pay.writeAll(mounts, name, size); err != nil {
 			res.err = err
 			return res
 		}
 		wrote := time.Since(t0)
+		self1 := selfCPU()
 		u0, err := c.usage()
 		if err != nil {
 			res.err = err
@@ -132,6 +140,7 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 			res.encode = append(res.encode, encode)
 			res.used = append(res.used, u1.sub(u0))
 			res.write = append(res.write, wrote)
+			res.writeCPU = append(res.writeCPU, u0.cpu-w0.cpu+self1-self0)
 		}
 		b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
 			sch, fmtBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.cpu-u0.cpu), u1.faults-u0.faults)
