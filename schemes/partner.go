@@ -44,10 +44,8 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 					pf.release(pc)
 				}
 			}
-			for _, h := range holders {
-				if err := s.sendPiece(h, uint32(o), pc, release); err != nil {
-					return err
-				}
+			if err := s.sendPiece(holders, uint32(o), pc, release); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -80,19 +78,33 @@ func receiveStream(s *session, src int, length int64, piece int, sink func([]byt
 	return nil
 }
 
-// sendPiece queues one piece of a PARTNER copy to rank to. On the zero-copy
-// path it goes straight from its mapping, with its CRC32C in the frame so
-// the receiver can splice it into its file unseen; otherwise as a framed
-// buffer. done runs once it has left.
-func (s *session) sendPiece(to int, tag uint32, pc span, done func()) error {
-	if !s.zeroCopy {
+// sendPiece queues one piece of a PARTNER copy to every rank in to (framed
+// once, before any sender can be reading it). On the zero-copy path its
+// CRC32C goes in the frame, so a receiver can splice it into its file
+// unseen; otherwise it goes as a plain framed buffer. done runs once per
+// rank, when the piece has left for it.
+func (s *session) sendPiece(to []int, tag uint32, pc span, done func()) error {
+	var head []byte
+	if s.zeroCopy {
+		if !pc.hasCRC {
+			pc.crc = crc32c(pc.payload())
+		}
+		head = crcFrame(tag, pc.crc)
+	} else {
 		frame(pc.buf, msgData, tag)
-		return s.enqueue(to, pc.buf, done)
 	}
-	if !pc.hasCRC {
-		pc.crc = crc32c(pc.payload())
+	for _, r := range to {
+		var err error
+		if head != nil {
+			err = s.enqueueParts(r, head, pc.payload(), done)
+		} else {
+			err = s.enqueue(r, pc.buf, done)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return s.enqueueParts(to, crcFrame(tag, pc.crc), pc.payload(), done)
+	return nil
 }
 
 // receiveCopy receives rank src's logical file of length bytes into
