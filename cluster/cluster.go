@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
@@ -206,4 +207,17 @@ func getenv(env []string, key string) string {
 		}
 	}
 	return ""
+}
+
+// Terms are what every daemon of a running job must agree on, in a form a
+// log line can show: the scheme and its parameters, the number of nodes,
+// and the redundancy sets they form (a digest). The peer handshake refuses
+// a daemon started with other terms — a replacement configured for another
+// scheme, or a node list of another length — and both ends log why.
+func (c *Cluster) Terms() string {
+	h := sha256.New()
+	for _, s := range c.Layout.Sets {
+		fmt.Fprintln(h, s.Members)
+	}
+	return fmt.Sprintf("%s nodes=%d sets=%x", c.Scheme, c.Size(), h.Sum(nil)[:4])
 }

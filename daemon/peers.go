@@ -23,6 +23,7 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 	c := d.cfg.Cluster
 	node, err := peer.Start(ctx, peer.Config{
 		Job:         d.cfg.Job.ID,
+		Terms:       d.cluster.Terms(),
 		Self:        d.node,
 		Addrs:       d.cluster.Addrs,
 		Listen:      c.Listen,

@@ -38,6 +38,14 @@ func TestRefusals(t *testing.T) {
 			clientLine:  `job "other-job" is not this node's job`,
 			metricLabel: "job",
 		},
+		{
+			name:        "other terms",
+			tweak:       func(c *Config) { c.Terms = "rs parity=2 nodes=2" },
+			wantErr:     ErrTerms,
+			serverLine:  `node 1 runs the job with "rs parity=2 nodes=2", this node with ""`,
+			clientLine:  `node 1 runs the job with "rs parity=2 nodes=2", this node with ""`,
+			metricLabel: "terms",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

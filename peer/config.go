@@ -39,6 +39,11 @@ type Config struct {
 	// Job is the job id; both ends of every connection must match. At most
 	// 255 bytes, not empty.
 	Job string
+	// Terms are what every node of the running job must agree on (the
+	// daemon puts its scheme, parameters and number of nodes here): a peer
+	// with other terms is refused at the handshake, and both ends log why.
+	// At most 255 bytes.
+	Terms string
 	// Self is this node's index into Addrs.
 	Self int
 	// Addrs holds every node's host:port by index. It is copied; the Node
@@ -91,6 +96,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("peer config: Job is empty")
 	case len(c.Job) > maxNameLen:
 		return fmt.Errorf("peer config: Job is longer than %d bytes", maxNameLen)
+	case len(c.Terms) > maxNameLen:
+		return fmt.Errorf("peer config: Terms is longer than %d bytes", maxNameLen)
 	case len(c.Addrs) == 0:
 		return fmt.Errorf("peer config: Addrs is empty")
 	case len(c.Addrs) > maxNodes:

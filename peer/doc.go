@@ -18,7 +18,7 @@
 // Every connection starts with a mutual challenge-response proving that both
 // ends hold the job's shared secret:
 //
-//	client → server  Hello{"SCRFS", version, purpose, from, to, job, addr, stream id, nonce_c}
+//	client → server  Hello{"SCRFS", version, purpose, from, to, job, addr, stream id, terms, nonce_c}
 //	server → client  Challenge{nonce_s, HMAC(secret, "server"‖hello‖nonce_s)}
 //	client → server  Proof{HMAC(secret, "client"‖hello‖nonce_s)}
 //	server → client  Verdict{accept | refuse + reason}
@@ -28,7 +28,9 @@
 // its proof even when the server's MAC is wrong, so that with a wrong secret
 // both ends log the refusal; it never sends or accepts data unless both MACs
 // verified. A wrong job id, protocol version or node index is refused before
-// the MACs. This authenticates the endpoints of a connection, not each frame:
+// the MACs; other job terms (Config.Terms: the scheme, its parameters and
+// the number of nodes the daemon runs the job with) right after them, so
+// only a node holding the secret learns them. This authenticates the endpoints of a connection, not each frame:
 // the bytes are neither encrypted nor per-frame authenticated, so a host that
 // can inject into another's TCP streams is out of scope (use a private
 // network, as HPC interconnects are).

@@ -22,6 +22,9 @@ var (
 	// ErrBadHello means a handshake message could not be parsed.
 	ErrBadHello = errors.New("malformed hello")
 
+	// ErrTerms means the two ends run the job with different terms
+	// (Config.Terms: scheme, parameters, number of nodes).
+	ErrTerms = errors.New("the job's terms differ")
 	// ErrVersion means the two ends speak different protocol versions.
 	ErrVersion = errors.New("protocol version mismatch")
 
@@ -78,6 +81,8 @@ func (e *RefusedError) Unwrap() []error {
 		return []error{ErrRefused, ErrVersion}
 	case refuseDuplicate:
 		return []error{ErrRefused, ErrDuplicateStream}
+	case refuseTerms:
+		return []error{ErrRefused, ErrTerms}
 	}
 	return []error{ErrRefused}
 }

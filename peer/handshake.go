@@ -85,6 +85,7 @@ func (n *Node) clientHandshake(ctx context.Context, c *net.TCPConn, to int, addr
 		job:     n.cfg.Job,
 		addr:    self,
 		stream:  stream,
+		terms:   n.cfg.Terms,
 	}
 	if _, err := rand.Read(h.nonce[:]); err != nil {
 		return nil, fmt.Errorf("handshake with node %d: nonce: %w", to, err)
@@ -272,6 +273,12 @@ func (n *Node) serveConn(c *net.TCPConn, host string) {
 	}
 	if !hmac.Equal(proof, transcriptMAC(n.cfg.Secret, roleClient, msg, nonceS[:])) {
 		refuse(refuseAuth, ErrAuth.Error(), ErrAuth.Error())
+		return
+	}
+	// Only a node that proved it holds the secret learns our terms.
+	if h.terms != n.cfg.Terms {
+		why := fmt.Sprintf("node %d runs the job with %q, this node with %q", from, h.terms, n.cfg.Terms)
+		refuse(refuseTerms, why, why)
 		return
 	}
 	if h.purpose == purposeStream {

@@ -10,13 +10,13 @@ import (
 const (
 	helloMagic = "SCRFS"
 	// protocolVersion changes whenever the handshake or frame formats do.
-	protocolVersion = 1
+	protocolVersion = 2
 	nonceLen        = 32
 	macLen          = sha256.Size
 
 	// helloFixedLen is magic, version, purpose, from, to, the three
 	// length bytes and the nonce.
-	helloFixedLen = len(helloMagic) + 2 + 1 + 4 + 4 + 3 + nonceLen
+	helloFixedLen = len(helloMagic) + 2 + 1 + 4 + 4 + 4 + nonceLen
 )
 
 // purpose says what a connection is for once authenticated.
@@ -48,20 +48,21 @@ type hello struct {
 	job     string
 	addr    string // client's advertised listen address; "" = unknown
 	stream  string // stream id; empty unless purpose is purposeStream
+	terms   string // what the client's job runs with (Config.Terms)
 	nonce   [nonceLen]byte
 }
 
 // appendHello encodes h after b:
 //
 //	"SCRFS" | version u16 | purpose u8 | from u32 | to u32 |
-//	len u8 job | len u8 addr | len u8 stream | nonce [32]
+//	len u8 job | len u8 addr | len u8 stream | len u8 terms | nonce [32]
 func appendHello(b []byte, h *hello) []byte {
 	b = append(b, helloMagic...)
 	b = binary.BigEndian.AppendUint16(b, h.version)
 	b = append(b, byte(h.purpose))
 	b = binary.BigEndian.AppendUint32(b, h.from)
 	b = binary.BigEndian.AppendUint32(b, h.to)
-	for _, s := range []string{h.job, h.addr, h.stream} {
+	for _, s := range []string{h.job, h.addr, h.stream, h.terms} {
 		b = append(b, byte(len(s)))
 		b = append(b, s...)
 	}
@@ -88,7 +89,7 @@ func parseHello(b []byte) (h hello, err error) {
 	h.from = binary.BigEndian.Uint32(b[1:5])
 	h.to = binary.BigEndian.Uint32(b[5:9])
 	b = b[9:]
-	var fields [3]string
+	var fields [4]string
 	for i := range fields {
 		if len(b) < 1 {
 			return hello{}, fmt.Errorf("%w: truncated", ErrBadHello)
@@ -100,7 +101,7 @@ func parseHello(b []byte) (h hello, err error) {
 		fields[i] = string(b[1 : 1+n])
 		b = b[1+n:]
 	}
-	h.job, h.addr, h.stream = fields[0], fields[1], fields[2]
+	h.job, h.addr, h.stream, h.terms = fields[0], fields[1], fields[2], fields[3]
 	if len(b) != nonceLen {
 		return hello{}, fmt.Errorf("%w: %d bytes where the %d-byte nonce should end it", ErrBadHello, len(b), nonceLen)
 	}
@@ -146,6 +147,7 @@ const (
 	refuseBusy      uint8 = 5 // too many handshakes or held streams
 	refuseDuplicate uint8 = 6 // stream id already held
 	refuseClosing   uint8 = 7 // node shutting down
+	refuseTerms     uint8 = 8 // the job's terms differ (scheme, parameters, nodes)
 )
 
 // maxVerdictText bounds the reason text of a refusal.
@@ -163,6 +165,8 @@ func authFailureReason(code uint8) string {
 		return "version"
 	case refuseNode:
 		return "node"
+	case refuseTerms:
+		return "terms"
 	}
 	return ""
 }

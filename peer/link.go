@@ -303,6 +303,12 @@ func (l *link) addrChanged(addr string) {
 	if cc != nil && cc.addr != addr {
 		cc.close(fmt.Errorf("node %d moved to %s", l.peer, addr))
 	}
+	l.redialNow()
+}
+
+// redialNow makes a link that is down dial again at once instead of after
+// its backoff: the peer just showed it is reachable.
+func (l *link) redialNow() {
 	select {
 	case l.kick <- struct{}{}:
 	default:

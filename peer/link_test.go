@@ -188,3 +188,27 @@ func TestCloseUnblocks(t *testing.T) {
 		t.Fatalf("open stream on a closed node: %v, want ErrClosed", err)
 	}
 }
+
+// TestPeerBackRedialsAtOnce: a link that has backed off far (the peer was
+// down for a while) redials as soon as the peer, restarted, connects to us:
+// it does not wait out its backoff.
+func TestPeerBackRedialsAtOnce(t *testing.T) {
+	checkLeaks(t)
+	nodes := startCluster(t, 2, func(i int, c *Config) { c.MaxBackoff = time.Minute })
+	ev := linkEvents(nodes[0])
+	nodes[0].Connect([]int{1})
+	waitLink(t, ev, 1, true)
+	addr := nodes[1].Addr().String()
+	_ = nodes[1].Close()
+	waitLink(t, ev, 1, false)
+	// Let the backoff grow well beyond the wait below: 50 ms doubling for
+	// 3 s reaches several seconds.
+	time.Sleep(3 * time.Second) // builds up the backoff; nothing to await
+	cfg := testConfig(1, 2)
+	cfg.Addrs[1], cfg.Addrs[0] = addr, nodes[0].Addr().String()
+	back := startNode(t, cfg)
+	back.Connect([]int{0})
+	if err := nodes[0].WaitUp(ctxTimeout(t, 2*time.Second), []int{1}); err != nil {
+		t.Fatalf("our link to the restarted peer, which dialled us: %v", err)
+	}
+}

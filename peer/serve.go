@@ -59,6 +59,13 @@ func (n *Node) serveInLink(fc *frameConn, from int) {
 		_ = old.fc.close()
 	}
 	n.log.Debug(fmt.Sprintf("link from node %d accepted", from), "peer", from)
+	// The peer is back: our link to it need not wait out its backoff.
+	n.mu.Lock()
+	out := n.links[from]
+	n.mu.Unlock()
+	if out != nil {
+		out.redialNow()
+	}
 	il.run()
 }
 
