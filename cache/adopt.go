@@ -19,10 +19,11 @@ func (s *Store) StagingDir(name string) string {
 
 // Adopt takes a dataset whose files scrfs put in staged (usually
 // StagingDir(r.Name)) into the cache under route r, in state st (a completed
-// state). It fails with ErrExists if a dataset of that name is in the cache.
-// Like any completion it counts against the cache size; OnComplete is not
-// called (the caller decides what happens next).
-func (s *Store) Adopt(r Route, st State, staged string) (*Dataset, error) {
+// state), with its job-wide completion sequence number and time (seq 0:
+// not recorded yet). It fails with ErrExists if a dataset of that name is in
+// the cache. Like any completion it counts against the cache size, by its
+// sequence; OnComplete is not called (the caller decides what happens next).
+func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed time.Time) (*Dataset, error) {
 	if !st.Completed() {
 		return nil, fmt.Errorf("adopt %s: state %s is not a completed state", r.Name, st)
 	}
@@ -51,8 +52,11 @@ func (s *Store) Adopt(r Route, st State, staged string) (*Dataset, error) {
 		return nil, fmt.Errorf("adopt %s: %w", r.Name, err)
 	}
 	d := s.newDatasetLocked(r)
-	now := time.Now()
-	d.state, d.completed, d.files, d.bytes = st, now, usage.files, usage.bytes
+	if completed.IsZero() {
+		completed = time.Now()
+	}
+	d.began = "" // not written here
+	d.state, d.completed, d.seq, d.files, d.bytes = st, completed, seq, usage.files, usage.bytes
 	err = s.persistLocked()
 	evicted := s.evictLocked()
 	s.mu.Unlock()

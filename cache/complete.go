@@ -60,6 +60,32 @@ func (s *Store) finishCompletion(d *Dataset) {
 	s.removed(evicted)
 }
 
+// SetRecord records what the job agreed about a completed dataset: its
+// job-wide completion sequence number and time, which decide its age for
+// eviction on every node alike.
+func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
+	s.mu.Lock()
+	d := s.datasets[name]
+	if d == nil {
+		s.mu.Unlock()
+		return fmt.Errorf("record %s: %w", name, ErrNotFound)
+	}
+	d.mu.Lock()
+	if !d.state.Completed() {
+		st := d.state
+		d.mu.Unlock()
+		s.mu.Unlock()
+		return fmt.Errorf("record %s: the dataset is %s here, not complete", name, st)
+	}
+	d.seq, d.completed = seq, completed
+	d.mu.Unlock()
+	err := s.persistLocked()
+	evicted := s.evictLocked()
+	s.mu.Unlock()
+	s.removed(evicted)
+	return err
+}
+
 // SetState records the outcome of redundancy for a completed dataset
 // (Protected or Degraded, with a reason for Degraded).
 func (s *Store) SetState(name string, to State, reason string) error {
@@ -126,7 +152,11 @@ func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
 }
 
 // evictLocked drops the oldest completed datasets beyond the cache size,
-// skipping pinned ones (being encoded or flushed). s.mu must be held.
+// skipping pinned ones (being encoded or flushed). Age is the job-wide
+// completion order of the datasets' records, never this node's local
+// order: a node that rebuilt or fetched datasets in another order evicts
+// the same ones as every other node. A completed dataset not yet recorded
+// counts as the newest. s.mu must be held.
 func (s *Store) evictLocked() []Info {
 	var done []*Dataset
 	for _, d := range s.sortedLocked() {
@@ -134,6 +164,7 @@ func (s *Store) evictLocked() []Info {
 			done = append(done, d)
 		}
 	}
+	slices.SortStableFunc(done, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
 	var evicted []Info
 	// The newest CacheSize completed datasets always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
@@ -230,4 +261,23 @@ func (s *Store) NoteFailed(r Route, reason string) error {
 	s.log.Warn("dataset failed", "dataset", r.Name, "reason", reason)
 	s.metrics.removed(info)
 	return err
+}
+
+// ageKey orders completed datasets for eviction: recorded ones by their
+// job-wide sequence, unrecorded ones after them (newest), then by local id.
+func (d *Dataset) ageKey() [2]uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seq := d.seq
+	if seq == 0 {
+		seq = ^uint64(0)
+	}
+	return [2]uint64{seq, d.id}
+}
+
+func cmpAge(a, b [2]uint64) int {
+	if c := cmpID(a[0], b[0]); c != 0 {
+		return c
+	}
+	return cmpID(a[1], b[1])
 }

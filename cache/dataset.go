@@ -21,8 +21,10 @@ type Dataset struct {
 	state      State
 	reason     string
 	created    time.Time
-	completed  time.Time
-	files      int64 // exact once complete; maintained approximately while writing
+	completed  time.Time // job-wide once recorded (seq > 0), this node's before
+	seq        uint64    // job-wide completion sequence from the dataset's record; 0 until recorded
+	began      string    // the daemon run (incarnation) that created it here; "" if not this node's writing
+	files      int64     // exact once complete; maintained approximately while writing
 	bytes      int64
 	writers    int    // handles open for writing
 	completing string // why completion was requested; "" = not requested
@@ -180,6 +182,8 @@ type Info struct {
 	Reason     string      `json:"reason,omitempty"`
 	Created    time.Time   `json:"created"`
 	Completed  time.Time   `json:"completed,omitzero"`
+	Seq        uint64      `json:"seq,omitempty"`   // job-wide completion order, once recorded
+	Began      string      `json:"began,omitempty"` // the daemon run that created it here
 	Files      int64       `json:"files"`
 	Bytes      int64       `json:"bytes"`
 	Writers    int         `json:"open_for_write"`
@@ -198,7 +202,7 @@ func (d *Dataset) infoLocked() Info {
 	return Info{
 		ID: d.id, Name: d.name, Kind: d.route.Kind, Root: d.route.Root,
 		State: d.state, Reason: d.reason, Created: d.created, Completed: d.completed,
-		Files: d.files, Bytes: d.bytes, Writers: d.writers, Completing: d.completing,
+		Seq: d.seq, Began: d.began, Files: d.files, Bytes: d.bytes, Writers: d.writers, Completing: d.completing,
 		Flush: d.flush,
 	}
 }

@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ const stateVersion = 1
 // (a few datasets) and rewritten whole, atomically, on every state change.
 type stateFile struct {
 	Version   int         `json:"version"`
+	NodeID    string      `json:"node_id,omitempty"`
 	NextID    uint64      `json:"next_id"`
 	Datasets  []Info      `json:"datasets"`
 	Failed    []Info      `json:"failed,omitempty"`
@@ -40,7 +43,7 @@ const stateName = "state.json"
 // the directory, so a crash leaves either the old or the new state, whole.
 // s.mu must be held.
 func (s *Store) persistLocked() error {
-	st := stateFile{Version: stateVersion, NextID: s.nextID, Failed: s.failed}
+	st := stateFile{Version: stateVersion, NodeID: s.nodeID, NextID: s.nextID, Failed: s.failed}
 	for _, d := range s.sortedLocked() {
 		st.Datasets = append(st.Datasets, d.Info())
 	}
@@ -125,6 +128,11 @@ func (s *Store) recover() error {
 		return err
 	}
 	s.nextID = max(st.NextID, 1)
+	s.nodeID = st.NodeID
+	if s.nodeID == "" {
+		s.nodeID = newNodeID()
+		s.log.Info("new cache: this node's identity", "node_id", s.nodeID)
+	}
 	s.failed = st.Failed
 	for _, n := range st.Namespace {
 		s.ns[n.Path] = n.Mode
@@ -171,7 +179,7 @@ func (s *Store) recoverDataset(info Info) {
 	d := &Dataset{
 		store: s, id: info.ID, name: info.Name, route: Route{Name: info.Name, Kind: info.Kind, Root: info.Root},
 		state: info.State, reason: info.Reason, created: info.Created, completed: info.Completed,
-		flush: info.Flush.recovered(),
+		seq: info.Seq, began: info.Began, flush: info.Flush.recovered(),
 	}
 	if d.route.Kind == "" {
 		d.route.Kind, d.route.Root = KindDir, info.Name
@@ -216,4 +224,11 @@ func (s *Store) adoptOrphans() {
 		}
 		s.log.Warn("adopted unknown dataset directory as writing", "dataset", name)
 	}
+}
+
+// newNodeID returns a fresh random identity for a new cache.
+func newNodeID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -40,6 +40,9 @@ func decodeState(data []byte) (stateFile, error) {
 	if st.Version != stateVersion {
 		return stateFile{}, fmt.Errorf("version %d, this scrfs reads version %d", st.Version, stateVersion)
 	}
+	if err := checkNodeID(st.NodeID); err != nil {
+		return stateFile{}, err
+	}
 	names := make(map[string]bool, len(st.Datasets))
 	ids := make(map[uint64]bool, len(st.Datasets))
 	for i, info := range st.Datasets {
@@ -87,6 +90,9 @@ func checkInfo(info Info) error {
 	if info.ID == 0 {
 		return fmt.Errorf("dataset %q has id 0 (ids start at 1)", info.Name)
 	}
+	if len(info.Began) > 64 {
+		return fmt.Errorf("dataset %q: began %.20q... is too long", info.Name, info.Began)
+	}
 	if info.Files < 0 || info.Bytes < 0 {
 		return fmt.Errorf("dataset %q has negative usage", info.Name)
 	}
@@ -105,6 +111,18 @@ func checkInfo(info Info) error {
 	case KindFlat:
 	default:
 		return fmt.Errorf("dataset %q has unknown kind %q", info.Name, info.Kind)
+	}
+	return nil
+}
+
+// checkNodeID accepts "" (a state written before identities) or 32 hex
+// digits.
+func checkNodeID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return fmt.Errorf("node_id %.40q is not 32 hex digits", id)
 	}
 	return nil
 }

@@ -47,6 +47,19 @@ type Options struct {
 	// dataset (not for RequestComplete), so the daemon can make completion
 	// a job-wide event. It runs after the local request and must not block.
 	OnRuleFired func(r Route, reason string)
+	// OnStart is called before a dataset the application starts here is
+	// created, without the store's lock; an error refuses the creation
+	// (the job's coordinator must know when every dataset began, to judge
+	// later whether a node that shows nothing of it wrote nothing). Nil
+	// means nothing to ask.
+	OnStart func(r Route) error
+	// OnRename is called before the application renames a writing dataset
+	// here, without the store's lock; an error refuses the rename (the job
+	// renames every node's copy). Nil means nothing to ask.
+	OnRename func(from string, to Route) error
+	// Incarnation names this daemon's run; every dataset created records
+	// the run that created it (Info.Began).
+	Incarnation string
 }
 
 // Store is the node-local cache of datasets. Its methods are safe for
@@ -65,6 +78,7 @@ type Store struct {
 	datasets map[string]*Dataset
 	failed   []Info // recent failures, newest last, for status
 	nextID   uint64
+	nodeID   string            // this cache's identity, made once and kept in the state
 	ns       map[string]uint32 // namespace directories (mount-relative path → mode)
 	closed   bool
 
@@ -136,6 +150,11 @@ func (s *Store) Close() error {
 	s.metrics.unregister()
 	return s.closeDirs()
 }
+
+// NodeID returns this cache's identity: made at random when the cache was
+// created, kept across restarts, gone when the cache is wiped. Records of
+// completed datasets name their members by it.
+func (s *Store) NodeID() string { return s.nodeID }
 
 // Router returns the store's dataset router.
 func (s *Store) Router() *Router { return s.opts.Router }
@@ -214,7 +233,57 @@ func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 		s.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: %v", ErrNoDataset, err)
 	}
-	d = s.newDatasetLocked(r)
+	if s.opts.OnStart != nil {
+		s.mu.Unlock()
+		if err := s.opts.OnStart(r); err != nil {
+			return nil, false, fmt.Errorf("start dataset %s: %w", r.Name, err)
+		}
+		// Someone may have created it while we asked.
+		return s.obtainStarted(r)
+	}
+	return s.createLocked(r)
+}
+
+// Started creates writing dataset r because the job started it on another
+// node (every node shows every dataset directory), without asking OnStart;
+// a dataset of that name already here is returned as it is.
+func (s *Store) Started(r Route) (*Dataset, error) {
+	if err := layout.CheckRoute(r.Name, string(r.Kind), r.Root); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDataset, err)
+	}
+	s.mu.Lock()
+	if d := s.datasets[r.Name]; d != nil {
+		s.mu.Unlock()
+		return d, nil
+	}
+	s.mu.Unlock()
+	d, _, err := s.obtainStarted(r)
+	return d, err
+}
+
+// obtainStarted is Obtain after OnStart agreed: it returns the dataset if
+// it appeared meanwhile, else creates it.
+func (s *Store) obtainStarted(r Route) (*Dataset, bool, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if d := s.datasets[r.Name]; d != nil {
+		s.mu.Unlock()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.route != r || d.state != Writing {
+			return nil, false, fmt.Errorf("dataset %s changed while it started: %w", r.Name, ErrExists)
+		}
+		return d, false, nil
+	}
+	return s.createLocked(r)
+}
+
+// createLocked creates writing dataset r and unlocks s.mu.
+func (s *Store) createLocked(r Route) (*Dataset, bool, error) {
+	d := s.newDatasetLocked(r)
 	// State first, then the directory: a crash in between leaves a state
 	// entry whose directory recover() recreates, never an orphan.
 	if err := s.persistLocked(); err != nil {
@@ -245,7 +314,8 @@ func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 }
 
 func (s *Store) newDatasetLocked(r Route) *Dataset {
-	d := &Dataset{store: s, id: s.nextID, name: r.Name, route: r, state: Writing, created: time.Now()}
+	d := &Dataset{store: s, id: s.nextID, name: r.Name, route: r, state: Writing, created: time.Now(),
+		began: s.opts.Incarnation}
 	s.nextID++
 	s.datasets[r.Name] = d
 	return d
@@ -254,6 +324,27 @@ func (s *Store) newDatasetLocked(r Route) *Dataset {
 // Rename moves a writing dataset to a new route (the application renamed its
 // directory). With the "rename" rule the dataset then completes.
 func (s *Store) Rename(d *Dataset, to Route) error {
+	if s.opts.OnRename != nil {
+		if err := s.opts.OnRename(d.Name(), to); err != nil {
+			return fmt.Errorf("rename dataset %s: %w", d.Name(), err)
+		}
+	}
+	return s.rename(d, to, s.opts.Rules.Rename)
+}
+
+// Renamed moves this node's copy of writing dataset from to route to,
+// because the application renamed it on another node (the job renames
+// every copy). No completion rule fires here: the node where it was
+// renamed tells the job. A dataset this node does not hold is no error.
+func (s *Store) Renamed(from string, to Route) error {
+	d := s.Get(from)
+	if d == nil {
+		return nil
+	}
+	return s.rename(d, to, false)
+}
+
+func (s *Store) rename(d *Dataset, to Route, fire bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -284,7 +375,7 @@ func (s *Store) Rename(d *Dataset, to Route) error {
 	err := s.persistLocked()
 	s.mu.Unlock()
 	s.log.Info("dataset renamed", "dataset", to.Name, "from", from)
-	if s.opts.Rules.Rename {
+	if fire {
 		s.ruleFired(d, "renamed from "+from)
 	}
 	return err

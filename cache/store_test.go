@@ -332,7 +332,7 @@ func TestAdoptStagedDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(staged, "sub", "f"), make([]byte, 300), 0o600)
-	d, err := ts.Adopt(Route{Name: "fetched", Kind: KindDir, Root: "fetched"}, Complete, staged)
+	d, err := ts.Adopt(Route{Name: "fetched", Kind: KindDir, Root: "fetched"}, Complete, staged, 0, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func TestAdoptStagedDataset(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(ts.CacheDir(), "fetched", "sub", "f")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ts.Adopt(Route{Name: "fetched", Kind: KindDir, Root: "fetched"}, Complete, staged); !errors.Is(err, ErrExists) {
+	if _, err := ts.Adopt(Route{Name: "fetched", Kind: KindDir, Root: "fetched"}, Complete, staged, 0, time.Time{}); !errors.Is(err, ErrExists) {
 		t.Fatalf("second adopt: %v", err)
 	}
 	ts.ReserveIDs(100)

@@ -129,7 +129,7 @@ func (d *Daemon) handleComplete(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := d.protect.Load().CompleteEverywhere(req.Name); err != nil {
+	if err := d.proto.Load().Complete.Complete(r.Context(), req.Name); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -161,7 +161,7 @@ func (d *Daemon) status() control.Status {
 		st.Datasets = append(st.Datasets, datasetStatus(ds.Info()))
 	}
 	d.addRebuilds(&st)
-	d.flusher.AddStatus(&st)
+	d.proto.Load().Flusher.AddStatus(&st)
 	for _, info := range d.store.Failures() {
 		st.Failed = append(st.Failed, datasetStatus(info))
 	}
@@ -218,7 +218,7 @@ func writeError(w http.ResponseWriter, err error) {
 // addRebuilds shows rebuilds under way: on the datasets' rows where this
 // node is a survivor, as rows of state "rebuilding" where it is restored.
 func (d *Daemon) addRebuilds(st *control.Status) {
-	for _, p := range d.protect.Load().Rebuilding() {
+	for _, p := range d.proto.Load().Protect.Rebuilding() {
 		prog := &control.Progress{DoneBytes: p.Done, TotalBytes: p.Total, Started: p.Started}
 		found := false
 		for i := range st.Datasets {

@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +16,7 @@ import (
 	"github.com/scrfs/scrfs/fs"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/peer"
-	"github.com/scrfs/scrfs/redundancy"
 	"github.com/scrfs/scrfs/schemes"
-	"github.com/scrfs/scrfs/transfer"
 )
 
 // Options say what to run.
@@ -50,10 +48,12 @@ type Daemon struct {
 	metricsAddr string     // bound metrics address
 	ready       atomic.Bool
 
+	// incarnation names this run of the daemon: the datasets it creates
+	// record it, and node 0 judges shares by it.
+	incarnation string
 	// The protocols exist once the store is open; its callbacks may fire
 	// before (an idle rule's timer), and then find them nil.
-	protect atomic.Pointer[redundancy.Protector]
-	flusher *transfer.Flusher
+	proto atomic.Pointer[Protocols]
 }
 
 // errCodes are the sentinel errors that keep their identity between
@@ -75,13 +75,14 @@ var errCodes = []jobnet.Code{
 // error if the daemon could not start or stop properly.
 func Run(ctx context.Context, o Options) error {
 	d := &Daemon{
-		cfg:        o.Config,
-		log:        o.Logger,
-		version:    o.Version,
-		mountpoint: o.Mountpoint,
-		started:    time.Now(),
-		cacheDir:   cluster.CachePath(o.Config).String(),
-		controlDir: cluster.ControlPath(o.Config).String(),
+		cfg:         o.Config,
+		log:         o.Logger,
+		version:     o.Version,
+		mountpoint:  o.Mountpoint,
+		started:     time.Now(),
+		cacheDir:    cluster.CachePath(o.Config).String(),
+		controlDir:  cluster.ControlPath(o.Config).String(),
+		incarnation: jobnet.NewToken(),
 	}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
@@ -125,7 +126,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d.restore(ctx)
-	d.flusher.Start()
+	d.proto.Load().Flusher.Start()
 	d.ready.Store(true)
 	d.log.Info("scrfs ready", "mountpoint", d.mount.Dir(), "cache", d.cacheDir, "control", d.controlDir,
 		"data_path", d.dataPath(), "job", d.cfg.Job.ID, "pid", os.Getpid())
@@ -156,6 +157,9 @@ func (d *Daemon) openStore() error {
 		OnComplete:  d.onComplete,
 		OnRemove:    d.onRemove,
 		OnRuleFired: d.onRuleFired,
+		OnStart:     d.onStart,
+		OnRename:    d.onRename,
+		Incarnation: d.incarnation,
 	})
 	if err != nil {
 		return err
@@ -164,53 +168,25 @@ func (d *Daemon) openStore() error {
 	return nil
 }
 
-// startProtocols creates the redundancy and transfer protocols, which
-// register their requests on the mux before any peer can call. stop closes
-// them and waits for their goroutines.
+// startProtocols creates this node's coordination protocols before any
+// peer can call. stop closes them and waits for their goroutines.
 func (d *Daemon) startProtocols() (stop func(), err error) {
-	kind, err := schemes.ParseKind(d.cluster.Scheme.Kind)
-	if err != nil {
-		return nil, err
-	}
-	set, _ := d.cluster.Layout.Find(d.node)
 	c := d.cfg
-	p, err := redundancy.New(redundancy.Options{
-		Mux: d.mux, Store: d.store, Mount: d.fsys, Nodes: d.size,
-		Set: slices.Clone(set.Members), Group: set.ID, Groups: len(d.cluster.Layout.Sets),
-		Params: schemes.Params{Kind: kind, Size: len(set.Members), Replicas: d.cluster.Scheme.Replicas,
-			Parity: d.cluster.Scheme.Parity, PieceSize: int(c.Redundancy.PieceSize)},
+	pr, err := NewProtocols(ProtocolOptions{
+		Mux: d.mux, Store: d.store, Mount: d.fsys, Cluster: d.cluster, Incarnation: d.incarnation, Started: d.started,
+		PieceSize:      int(c.Redundancy.PieceSize),
 		Timeout:        c.Redundancy.Timeout.Duration,
 		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
 		MemberTimeout:  c.Restart.MemberTimeout.Duration,
-		OnSettled:      func(name string) { d.flusher.Settled(name) },
-		Logger:         d.log,
-		Registerer:     d.reg,
-	})
-	if err != nil {
-		return nil, err
-	}
-	f, err := transfer.New(transfer.Options{
-		Mux: d.mux, Store: d.store, Mount: d.fsys, Nodes: d.size,
-		Prefix: c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
+		Prefix:         c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
 		Streams: c.Flush.Streams, CRC: c.Flush.CRC, Async: c.Flush.Async, Bandwidth: int64(c.Flush.Bandwidth),
-		ControlDir: d.store.ControlDir(), Started: d.started,
-		SettleWait:     2*c.Redundancy.Timeout.Duration + c.Cluster.ConnectTimeout.Duration,
-		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
-		MemberTimeout:  c.Restart.MemberTimeout.Duration,
-		OnFetched:      p.Protect,
-		Logger:         d.log,
-		Registerer:     d.reg,
+		Logger: d.log, Registerer: d.reg,
 	})
 	if err != nil {
-		p.Close()
 		return nil, err
 	}
-	d.flusher = f
-	d.protect.Store(p)
-	return func() {
-		p.Close()
-		f.Close()
-	}, nil
+	d.proto.Store(pr)
+	return pr.Close, nil
 }
 
 func (d *Daemon) mountFS() error {
@@ -259,17 +235,36 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 	return r
 }
 
-// onComplete starts protecting a dataset that just completed here.
+// onStart asks node 0 before the application starts a dataset here.
+func (d *Daemon) onStart(r cache.Route) error {
+	pr := d.proto.Load()
+	if pr == nil {
+		return errors.New("the daemon is still starting")
+	}
+	return pr.Complete.Begin(r)
+}
+
+// onRename renames a dataset being written on every node.
+func (d *Daemon) onRename(from string, to cache.Route) error {
+	pr := d.proto.Load()
+	if pr == nil {
+		return errors.New("the daemon is still starting")
+	}
+	return pr.Complete.Rename(from, to)
+}
+
+// onComplete wakes node 0's request for this node's share of a dataset
+// whose files just closed.
 func (d *Daemon) onComplete(info cache.Info) {
-	if p := d.protect.Load(); p != nil {
-		p.Protect(info)
+	if pr := d.proto.Load(); pr != nil {
+		pr.Complete.Changed()
 	}
 }
 
 // onRuleFired makes a completion rule that fired here a job-wide event.
 func (d *Daemon) onRuleFired(r cache.Route, reason string) {
-	if p := d.protect.Load(); p != nil {
-		p.RuleFired(r, reason)
+	if pr := d.proto.Load(); pr != nil {
+		pr.Complete.RuleFired(r, reason)
 	}
 }
 
@@ -279,7 +274,8 @@ func (d *Daemon) onRemove(info cache.Info) {
 	if d.fsys != nil {
 		d.fsys.Forget(cache.Route{Name: info.Name, Kind: info.Kind, Root: info.Root})
 	}
-	if d.protect.Load() != nil {
-		d.flusher.Lost(info)
+	if pr := d.proto.Load(); pr != nil {
+		pr.Flusher.Lost(info)
+		pr.Complete.Changed()
 	}
 }

@@ -270,19 +270,20 @@ func TestWrongSecretRefused(t *testing.T) {
 	}
 }
 
-// TestStoppedMemberDegrades: a member that is gone makes the dataset
-// degraded, with the missing node named, instead of hanging.
-func TestStoppedMemberDegrades(t *testing.T) {
+// TestStoppedMemberFailsDataset: a member that is gone when a dataset
+// completes cannot report its share, so the dataset fails on the others
+// with the missing node named, instead of hanging or being protected
+// without its files.
+func TestStoppedMemberFailsDataset(t *testing.T) {
 	c := NewCluster(t, 3, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_REDUNDANCY_TIMEOUT=2s",
 		"SCRFS_DATASETS_COMPLETE=marker:COMPLETE").Start()
-	c.Nodes[2].Kill()
 	writeRandom(t, c.Nodes[0].Path("ckpt.1", "a"), 1<<20, 1)
 	writeRandom(t, c.Nodes[1].Path("ckpt.1", "b"), 1<<20, 2)
+	c.Nodes[2].Kill()
 	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
 	for _, n := range c.Nodes[:2] {
-		n.WaitState(60*time.Second, "ckpt.1", "degraded")
-		ds := n.Dataset("ckpt.1")
-		if ds == nil || ds.State != "degraded" || !strings.Contains(ds.Reason, "node 2") {
+		ds := n.WaitState(60*time.Second, "ckpt.1", "failed")
+		if !strings.Contains(ds.Reason, "node 2") {
 			t.Fatalf("dataset on a surviving node: %+v", ds)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/scrfs/scrfs/internal/atomicfile"
 )
 
 // The crash-safety primitives. On a parallel file system a rename is atomic
@@ -15,18 +17,13 @@ import (
 // tmp → fsync → rename → fsync dir, and every directory scrfs creates is
 // followed by a sync of its parent.
 
-// tmpMark separates a metadata file's name from the random suffix of its
-// temporary copy: "index.json.tmp-123456". Readers never open such names;
-// the single writer of each file removes leftovers (see removeStaleTmp).
-const tmpMark = ".tmp-"
-
 // fsyncDir makes dir's entries (creations, renames, removals) durable.
 func fsyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return pathErr("open directory", dir, err)
 	}
-	err = d.Sync()
+	err = atomicfile.SyncDir(d)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
@@ -68,38 +65,14 @@ func mkdirAllSync(dir string, perm os.FileMode) error {
 }
 
 // writeFileAtomic replaces path with data so that readers, and the file
-// after a crash, see either the old or the new content in full. The
-// temporary file has a random name next to path, so two writers never
-// scribble into the same temporary file.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, base+tmpMark+"*")
-	if err != nil {
-		return pathErr("create", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
+// after a crash, see either the old or the new content in full (package
+// atomicfile); its temporary copies have random names, so two writers never
+// scribble into the same one.
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := atomicfile.Write(path, data, perm); err != nil {
 		return pathErr("write", path, err)
 	}
-	if err := f.Chmod(perm); err != nil {
-		return pathErr("chmod", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return pathErr("fsync", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return pathErr("close", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return pathErr("rename", path, err)
-	}
-	return fsyncDir(dir)
+	return nil
 }
 
 // removeStaleTmp removes the temporary copies of path that a writer killed
@@ -113,7 +86,7 @@ func removeStaleTmp(path string) error {
 		return err
 	}
 	for _, n := range names {
-		if strings.HasPrefix(n, base+tmpMark) {
+		if strings.HasPrefix(n, atomicfile.TempPrefix(base)) {
 			if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return pathErr("remove stale", filepath.Join(dir, n), err)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,7 +97,7 @@ func TestIndexCrashLeftovers(t *testing.T) {
 	must(t, UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 		return ix.Put(IndexEntry{Name: "ckpt.1", ID: 1, State: StateComplete, Nodes: 1})
 	}))
-	stale := IndexPath(prefix) + tmpMark + "crashed"
+	stale := filepath.Join(filepath.Dir(IndexPath(prefix)), atomicfile.TempPrefix(filepath.Base(IndexPath(prefix)))+"crashed")
 	must(t, os.WriteFile(stale, []byte(`{"version":1,"datasets":[{"name":"ckpt.2","state":"compl`), 0o644))
 	ix, err := ReadIndex(prefix)
 	must(t, err)

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/scrfs/scrfs/internal/atomicfile"
 )
 
 func sampleEntries(node int) []Entry {
@@ -74,12 +76,12 @@ func TestWritePartRejects(t *testing.T) {
 func TestPartCrashLeftovers(t *testing.T) {
 	prefix := fastDir(t)
 	must(t, os.MkdirAll(ManifestDir(prefix, "ckpt.1"), 0o755))
-	stale := PartPath(prefix, "ckpt.1", 0) + tmpMark + "4711"
+	stale := filepath.Join(filepath.Dir(PartPath(prefix, "ckpt.1", 0)), atomicfile.TempPrefix(filepath.Base(PartPath(prefix, "ckpt.1", 0)))+"4711")
 	must(t, os.WriteFile(stale, []byte(`{"version":1,"dataset":"ckpt.1","node":0,"entr`), 0o644))
 	if _, err := ReadPart(prefix, "ckpt.1", 0); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a half-written part was read: %v", err)
 	}
-	other := PartPath(prefix, "ckpt.1", 1) + tmpMark + "1"
+	other := filepath.Join(filepath.Dir(PartPath(prefix, "ckpt.1", 1)), atomicfile.TempPrefix(filepath.Base(PartPath(prefix, "ckpt.1", 1)))+"1")
 	must(t, os.WriteFile(other, nil, 0o644))
 	must(t, WritePart(prefix, "ckpt.1", 0, nil))
 	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {

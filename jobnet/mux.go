@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Handler serves one request kind: req is the request's JSON, the answer
@@ -23,6 +25,7 @@ type Mux struct {
 	mu       sync.RWMutex
 	handlers map[string]Handler
 	tr       Transport // nil in a job of one node
+	local    localStreams
 }
 
 // NewMux returns the Mux of node self. codes are the sentinel errors that
@@ -159,6 +162,27 @@ func (m *Mux) Call(ctx context.Context, to int, kind string, req, resp any) erro
 	return nil
 }
 
+// CallRetrying is Call that, while the link breaks with the request in
+// flight (ErrConnLost), calls again with backoff until ctx ends. Only
+// idempotent requests may use it.
+func (m *Mux) CallRetrying(ctx context.Context, to int, kind string, req, resp any) error {
+	backoff := 20 * time.Millisecond
+	for {
+		err := m.Call(ctx, to, kind, req, resp)
+		if err == nil || !errors.Is(err, ErrConnLost) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
 // CallAll sends req to every node of nodes at once and returns the error of
 // each that failed.
 func (m *Mux) CallAll(ctx context.Context, nodes []int, kind string, req any) map[int]error {
@@ -180,8 +204,12 @@ func (m *Mux) CallAll(ctx context.Context, nodes []int, kind string, req any) ma
 	return errs
 }
 
-// OpenStream opens stream id to node to (see Transport).
+// OpenStream opens stream id to node to (see Transport); a stream to this
+// node itself is an in-process pipe.
 func (m *Mux) OpenStream(ctx context.Context, to int, id string) (Stream, error) {
+	if to == m.self {
+		return m.local.open(id)
+	}
 	tr := m.transport()
 	if tr == nil {
 		return nil, fmt.Errorf("stream %s to node %d: %w", id, to, ErrNoTransport)
@@ -191,6 +219,9 @@ func (m *Mux) OpenStream(ctx context.Context, to int, id string) (Stream, error)
 
 // AcceptStream waits for node from to open stream id (see Transport).
 func (m *Mux) AcceptStream(ctx context.Context, from int, id string) (Stream, error) {
+	if from == m.self {
+		return m.local.accept(ctx, id)
+	}
 	tr := m.transport()
 	if tr == nil {
 		return nil, fmt.Errorf("stream %s from node %d: %w", id, from, ErrNoTransport)

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
-	"github.com/scrfs/scrfs/redundancy"
+	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -25,14 +26,12 @@ var (
 	partner = schemes.Params{Kind: schemes.Partner, Size: 4, Replicas: 1, PieceSize: 16 << 10}
 )
 
-// fixture is a job of nodes running the redundancy protocols, one set.
+// fixture is a job of nodes running the protocols, in sets of p.Size.
 type fixture struct {
 	*jobtest.Job
 	params schemes.Params
-	opts   redundancy.Options // timeouts
 
 	mu  sync.Mutex
-	ps  map[int]*redundancy.Protector
 	rng *rand.Rand
 	// written[dataset][node] is what the node wrote, by path → sha256.
 	written map[string]map[int]map[string]string
@@ -47,70 +46,31 @@ func newFixture(t *testing.T, p schemes.Params, faults memnet.Faults) *fixture {
 // newSets is a job of sets redundancy sets of p.Size nodes each: nodes
 // 0..p.Size-1 form set 0, and so on.
 func newSets(t *testing.T, p schemes.Params, sets int, faults memnet.Faults) *fixture {
-	f := &fixture{
-		Job:    jobtest.New(t, p.Size*sets, faults),
-		params: p,
-		opts: redundancy.Options{
+	cfg := jobtest.Config{
+		Scheme:  layout.Scheme{Kind: p.Kind.String(), Replicas: p.Replicas, Parity: p.Parity},
+		SetSize: p.Size,
+		Options: daemon.ProtocolOptions{
+			PieceSize:      p.PieceSize,
 			Timeout:        400 * time.Millisecond,
 			ConnectTimeout: time.Second,
 			MemberTimeout:  time.Second,
 		},
-		ps:      map[int]*redundancy.Protector{},
+	}
+	return &fixture{
+		Job:     jobtest.New(t, p.Size*sets, faults, cfg),
+		params:  p,
 		rng:     rand.New(rand.NewPCG(1, uint64(p.Kind))),
 		written: map[string]map[int]map[string]string{},
 	}
-	for _, n := range f.Nodes {
-		n.Wire = f.wire
-	}
-	return f
 }
 
-func (f *fixture) wire(n *jobtest.Node) func() {
-	o := f.opts
-	o.Mux, o.Store, o.Mount, o.Logger = n.Mux, n.Store, n.Mount, n.Log
-	group := n.Index / f.params.Size
-	o.Nodes, o.Group, o.Groups, o.Params = len(f.Nodes), group, len(f.Nodes)/f.params.Size, f.params
-	for i := range f.params.Size {
-		o.Set = append(o.Set, group*f.params.Size+i)
-	}
-	p, err := redundancy.New(o)
-	if err != nil {
-		f.T.Fatal(err)
-	}
-	n.OnComplete = p.Protect
-	n.OnRuleFire = p.RuleFired
-	f.mu.Lock()
-	f.ps[n.Index] = p
-	f.mu.Unlock()
-	return p.Close
-}
-
-func (f *fixture) p(i int) *redundancy.Protector {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.ps[i]
-}
+func (f *fixture) p(i int) *daemon.Protocols { return f.Nodes[i].Protocols }
 
 // startAll starts every node, as a job's first start.
-func (f *fixture) startAll() {
-	for i := range f.Nodes {
-		f.Start(i)
-	}
-}
+func (f *fixture) startAll() { f.RestartAll() }
 
-// restart starts node i as the daemon does after a crash: datasets still
-// being written fail, then the set takes stock (in the background, as a
-// node's restore runs while the others carry on).
-func (f *fixture) restart(i int) <-chan struct{} {
-	n := f.Start(i)
-	n.Store.FailWriting("incomplete: it was being written when the daemon stopped")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.p(i).Restart(context.Background())
-	}()
-	return done
-}
+// restart starts node i as the daemon does after a crash.
+func (f *fixture) restart(i int) <-chan struct{} { return f.Restart(i) }
 
 // write has every node write a few files of random sizes (up to max bytes)
 // into dataset name; node i writes nothing if i is in skip.
@@ -136,7 +96,7 @@ func (f *fixture) write(name string, max int, skip ...int) {
 
 // complete completes dataset name job-wide from node i, as `scrfs complete`.
 func (f *fixture) complete(i int, name string) {
-	if err := f.p(i).CompleteEverywhere(name); err != nil {
+	if err := f.p(i).Complete.Complete(context.Background(), name); err != nil {
 		f.T.Fatalf("complete %s on node %d: %v", name, i, err)
 	}
 }

@@ -65,7 +65,7 @@ func (l *streamLinks) close() {
 	}
 }
 
-// links returns the streams of one operation of this node's set.
-func (p *Protector) links(prefix string) *streamLinks {
-	return &streamLinks{mux: p.o.Mux, nodes: p.member.Set.Nodes, prefix: prefix, timeout: p.o.ConnectTimeout}
+// links returns the streams of one operation of the set of nodes (by rank).
+func (p *Protector) links(nodes []int, prefix string) *streamLinks {
+	return &streamLinks{mux: p.o.Mux, nodes: nodes, prefix: prefix, timeout: p.o.ConnectTimeout}
 }

@@ -22,7 +22,7 @@ func TestRuleFiredCompletesEverywhere(t *testing.T) {
 	if err := n.Store.RequestComplete("ckpt.1", "marker COMPLETE"); err != nil {
 		t.Fatal(err)
 	}
-	f.p(2).RuleFired(n.Store.Get("ckpt.1").Route(), "marker COMPLETE")
+	f.p(2).Complete.RuleFired(n.Store.Get("ckpt.1").Route(), "marker COMPLETE")
 	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
 	f.checkFiles("ckpt.1", f.All()...)
 }
@@ -118,17 +118,18 @@ func TestCorruptRedundancyFileRebuilt(t *testing.T) {
 }
 
 // TestSingleRecordsMetadata: under SINGLE a completed dataset settles at
-// once, with a header that lets a restart verify its files.
+// once — here flushed at once, as flush.every = 1 — with a header that lets
+// a restart verify its files.
 func TestSingleRecordsMetadata(t *testing.T) {
 	f := newFixture(t, schemes.Params{Kind: schemes.Single, Size: 1}, memnet.Faults{})
-	settled := make(chan string, 1)
-	f.opts.OnSettled = func(name string) { settled <- name }
+	f.Cfg.Options.Prefix, f.Cfg.Options.Every = t.TempDir(), 1
 	f.startAll()
 	f.write("ckpt.1", 10<<10)
 	f.complete(0, "ckpt.1")
-	if got := <-settled; got != "ckpt.1" {
-		t.Fatalf("settled %q", got)
-	}
+	f.Wait(wait, "ckpt.1 flushed", nil, func() bool {
+		ds := f.Nodes[0].Store.Get("ckpt.1")
+		return ds != nil && ds.Info().Flush.State == cache.FlushDone
+	})
 	ds := f.Nodes[0].Store.Get("ckpt.1")
 	m := schemes.Member{Set: schemes.SetInfo{Groups: 1, Nodes: []int{0}}, Dataset: "ckpt.1", Dir: ds.Dir()}
 	if _, err := schemes.Inspect(schemes.Params{Kind: schemes.Single, Size: 1}, m); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -22,16 +23,34 @@ type invDataset struct {
 	State   cache.State `json:"state"`
 	Intact  bool        `json:"intact"` // redundancy file and files verified (schemes.Inspect)
 	Problem string      `json:"problem,omitempty"`
+	// Record is the job's record of the dataset as this member keeps it
+	// (nil for a dataset completed before records existed).
+	Record *record.Record `json:"record,omitempty"`
 }
 
-// check refuses a dataset whose name or route a peer made up.
-func (i invDataset) check() error { return layout.CheckRoute(i.Name, string(i.Kind), i.Root) }
+// check refuses a dataset whose name, route or record a peer made up.
+func (i invDataset) check() error {
+	if err := layout.CheckRoute(i.Name, string(i.Kind), i.Root); err != nil {
+		return err
+	}
+	if i.Record == nil {
+		return nil
+	}
+	if err := i.Record.Check(); err != nil {
+		return err
+	}
+	if i.Record.Dataset != i.Name {
+		return fmt.Errorf("the record of %s is in the place of %s", i.Record.Dataset, i.Name)
+	}
+	return nil
+}
 
 func (i invDataset) route() cache.Route { return cache.Route{Name: i.Name, Kind: i.Kind, Root: i.Root} }
 
 // inventoryMsg is a member's answer to its coordinator.
 type inventoryMsg struct {
 	Node     int          `json:"node"`
+	ID       string       `json:"id"` // the member's identity (its cache's)
 	Datasets []invDataset `json:"datasets"`
 }
 
@@ -82,6 +101,9 @@ func plan(p schemes.Params, nodes []int, invs map[int]*inventoryMsg) []action {
 				views[ds.Name] = v
 			}
 			v.ds.ID = max(v.ds.ID, ds.ID)
+			if ds.Record != nil && (v.ds.Record == nil || ds.Record.Newer(v.ds.Record)) {
+				v.ds.Record = ds.Record
+			}
 			v.degraded = v.degraded || ds.State == cache.Degraded
 			if ds.Intact {
 				v.status[rank] = intact

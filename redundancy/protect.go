@@ -11,6 +11,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -26,6 +27,8 @@ import (
 type readyMsg struct {
 	Dataset string `json:"dataset"`
 	Rank    int    `json:"rank"`
+	// Nodes are the set's members by rank, as the dataset's record has them.
+	Nodes []int `json:"nodes"`
 }
 
 // verdictMsg is the coordinator's answer to every member.
@@ -43,20 +46,51 @@ func (m verdictMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
 
 // round is the coordinator's view of one dataset's readiness.
 type round struct {
+	nodes []int // the set's members by rank
 	ready map[int]bool
 	timer *time.Timer
 }
 
-// Protect applies redundancy to a dataset that just completed here, in the
-// background. It always ends with the dataset protected, degraded with a
-// reason, or (SINGLE) complete with its metadata recorded, and then
-// OnSettled; unless the Protector closes first.
-func (p *Protector) Protect(info cache.Info) {
-	p.g.Go(func(ctx context.Context) { p.protect(ctx, info) })
+// Protect applies redundancy to a dataset whose record the job just
+// agreed, in the background, under the record's scheme and sets. It always
+// ends with the dataset protected, degraded with a reason, or (SINGLE)
+// complete with its metadata recorded, and then OnSettled; unless the
+// Protector closes first.
+func (p *Protector) Protect(rec *record.Record) {
+	p.g.Go(func(ctx context.Context) { p.protect(ctx, rec) })
 }
 
-func (p *Protector) protect(ctx context.Context, info cache.Info) {
-	ds := p.o.Store.Get(info.Name)
+// operation returns the scheme parameters of a recorded dataset's set and
+// this node's member view of it, with its files in dir: the member whose
+// share this node holds.
+func (p *Protector) operation(rec *record.Record, dir string) (schemes.Params, schemes.Member, error) {
+	for i := range rec.Members {
+		if m := &rec.Members[i]; m.HeldBy() == p.o.Store.NodeID() {
+			return p.operationAs(rec, m, dir)
+		}
+	}
+	return schemes.Params{}, schemes.Member{}, fmt.Errorf("this node (%s) holds no share of the record", p.o.Store.NodeID())
+}
+
+// operationAs is operation for this node playing member me.
+func (p *Protector) operationAs(rec *record.Record, me *record.Member, dir string) (schemes.Params, schemes.Member, error) {
+	set := rec.Set(me.Set)
+	params, err := rec.Params(len(set))
+	if err != nil {
+		return schemes.Params{}, schemes.Member{}, err
+	}
+	nodes := make([]int, len(set))
+	for r, m := range set {
+		nodes[r] = m.Node
+	}
+	m := schemes.Member{Rank: me.Rank, Set: schemes.SetInfo{Group: me.Set, Groups: rec.Scheme.Sets, Nodes: nodes},
+		Dataset: rec.Dataset, Dir: dir}
+	return params, m, nil
+}
+
+func (p *Protector) protect(ctx context.Context, rec *record.Record) {
+	name := rec.Dataset
+	ds := p.o.Store.Get(name)
 	if ds == nil {
 		return
 	}
@@ -64,25 +98,29 @@ func (p *Protector) protect(ctx context.Context, info cache.Info) {
 	defer unpin()
 	// Whatever the outcome, the dataset is settled here: flushes count it
 	// and flush jobs waiting for it go on.
-	defer p.o.OnSettled(info.Name)
-	m := p.member
-	m.Dataset, m.Dir = info.Name, ds.Dir()
-	log := p.log.With("dataset", info.Name, "scheme", p.o.Params.Kind.String())
+	defer p.o.OnSettled(name)
+	params, m, err := p.operation(rec, ds.Dir())
+	if err != nil {
+		p.degrade(name, "cannot protect it under its record: "+err.Error())
+		return
+	}
+	log := p.log.With("dataset", name, "scheme", params.Kind.String())
 
-	if p.o.Params.Kind == schemes.Single {
+	if params.Kind == schemes.Single {
 		// No redundancy: record the files' metadata so a restart can verify them.
-		if _, err := schemes.Encode(ctx, p.o.Params, m, nil, p.options()...); err != nil {
+		if _, err := schemes.Encode(ctx, params, m, nil, p.options()...); err != nil {
 			log.Warn("record dataset metadata", "err", err)
 		}
 		return
 	}
-	verdict := p.await(info.Name)
+	coord := m.Set.Nodes[0]
+	verdict := p.await(name)
 	rctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
-	err := p.callRetrying(rctx, p.coordinator(), "ready", readyMsg{Dataset: info.Name, Rank: m.Rank})
+	err = p.o.Mux.CallRetrying(rctx, coord, "ready", readyMsg{Dataset: name, Rank: m.Rank, Nodes: m.Set.Nodes}, nil)
 	cancel()
 	if err != nil {
-		p.forget(info.Name)
-		p.degrade(info.Name, fmt.Sprintf("set coordinator node %d unreachable: %v", p.coordinator(), err))
+		p.forget(name)
+		p.degrade(name, fmt.Sprintf("set coordinator node %d unreachable: %v", coord, err))
 		return
 	}
 	var v verdictMsg
@@ -91,29 +129,29 @@ func (p *Protector) protect(ctx context.Context, info cache.Info) {
 	select {
 	case v = <-verdict:
 	case <-wait.C:
-		p.forget(info.Name)
-		p.degrade(info.Name, fmt.Sprintf("no verdict from set coordinator node %d", p.coordinator()))
+		p.forget(name)
+		p.degrade(name, fmt.Sprintf("no verdict from set coordinator node %d", coord))
 		return
 	case <-ctx.Done():
-		p.forget(info.Name)
+		p.forget(name)
 		return
 	}
 	if v.Attempt == "" {
-		p.degrade(info.Name, v.Reason)
+		p.degrade(name, v.Reason)
 		return
 	}
 	start := time.Now()
-	links := p.links("enc/" + info.Name + "/" + v.Attempt)
-	res, err := schemes.Encode(ctx, p.o.Params, m, links, p.options()...)
+	links := p.links(m.Set.Nodes, "enc/"+name+"/"+v.Attempt)
+	res, err := schemes.Encode(ctx, params, m, links, p.options()...)
 	links.close()
 	if err != nil {
 		if ctx.Err() == nil {
-			p.degrade(info.Name, "encode failed: "+err.Error())
+			p.degrade(name, "encode failed: "+err.Error())
 		}
 		return
 	}
-	p.metrics.encoded(p.o.Params.Kind.String(), res)
-	if err := p.o.Store.SetState(info.Name, cache.Protected, ""); err != nil {
+	p.metrics.encoded(params.Kind.String(), res)
+	if err := p.o.Store.SetState(name, cache.Protected, ""); err != nil {
 		log.Warn("record protected state", "err", err)
 		return
 	}
@@ -149,18 +187,18 @@ func (p *Protector) degrade(name, reason string) {
 // handleReady runs on the coordinator: it gathers members and, once all
 // are ready, sends the verdict.
 func (p *Protector) handleReady(ctx context.Context, from int, m readyMsg) (any, error) {
-	if p.coordinator() != p.self {
-		return nil, fmt.Errorf("node %d is not the coordinator of its set", p.self)
+	if len(m.Nodes) == 0 || m.Nodes[0] != p.self || m.Rank < 0 || m.Rank >= len(m.Nodes) {
+		return nil, fmt.Errorf("node %d is not the coordinator of the set %v of %s", p.self, m.Nodes, m.Dataset)
 	}
 	p.mu.Lock()
 	r := p.rounds[m.Dataset]
 	if r == nil {
-		r = &round{ready: map[int]bool{}}
+		r = &round{nodes: m.Nodes, ready: map[int]bool{}}
 		r.timer = time.AfterFunc(p.o.Timeout, func() { p.g.Go(func(context.Context) { p.timeout(m.Dataset) }) })
 		p.rounds[m.Dataset] = r
 	}
 	r.ready[m.Rank] = true
-	all := len(r.ready) == p.o.Params.Size
+	all := len(r.ready) == len(r.nodes)
 	if all {
 		r.timer.Stop()
 		delete(p.rounds, m.Dataset)
@@ -168,7 +206,7 @@ func (p *Protector) handleReady(ctx context.Context, from int, m readyMsg) (any,
 	p.mu.Unlock()
 	if all {
 		v := verdictMsg{Dataset: m.Dataset, Attempt: jobnet.NewToken()}
-		p.tell("verdict", v, p.member.Set.Nodes, "could not deliver redundancy verdict", m.Dataset)
+		p.tell("verdict", v, r.nodes, "could not deliver redundancy verdict", m.Dataset)
 	}
 	return struct{}{}, nil
 }
@@ -184,7 +222,7 @@ func (p *Protector) timeout(name string) {
 	}
 	var missing []string
 	var ready []int
-	for rank, node := range p.member.Set.Nodes {
+	for rank, node := range r.nodes {
 		if r.ready[rank] {
 			ready = append(ready, node)
 		} else {

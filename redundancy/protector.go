@@ -26,9 +26,10 @@ type Store interface {
 	Fail(name, reason string) error
 	NoteFailed(r cache.Route, reason string) error
 	Drop(name, why string) error
-	Adopt(r cache.Route, st cache.State, staged string) (*cache.Dataset, error)
+	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
 	StagingDir(name string) string
 	TakeSpare() string
+	NodeID() string
 }
 
 // Mount is what the protocols tell the file system: a dataset appeared
@@ -119,7 +120,6 @@ func New(o Options) (*Protector, error) {
 		verdicts: map[string]chan verdictMsg{},
 		progress: map[string]*Progress{},
 	}
-	jobnet.Handle(o.Mux, "complete", p.handleComplete)
 	jobnet.Handle(o.Mux, "ready", p.handleReady)
 	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)
 	jobnet.Handle(o.Mux, "inventory", p.handleInventory)
@@ -148,26 +148,6 @@ func (p *Protector) options(more ...schemes.Option) []schemes.Option {
 // coordinator is the node that gathers readiness for this node's set.
 func (p *Protector) coordinator() int { return p.member.Set.Nodes[0] }
 
-// others returns every node index of the job but this one.
-func (p *Protector) others() []int {
-	var out []int
-	for i := range p.o.Nodes {
-		if i != p.self {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// all returns every node index of the job.
-func (p *Protector) all() []int {
-	out := make([]int, p.o.Nodes)
-	for i := range out {
-		out[i] = i
-	}
-	return out
-}
-
 // tell sends msg as kind to nodes in the background, each tried for at most
 // ConnectTimeout, and logs the ones that could not be reached. Every
 // message told is idempotent, so one whose link broke in flight is sent
@@ -181,31 +161,11 @@ func (p *Protector) tell(kind string, msg any, nodes []int, what string, dataset
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := p.callRetrying(ctx, n, kind, msg); err != nil {
+				if err := p.o.Mux.CallRetrying(ctx, n, kind, msg, nil); err != nil {
 					p.log.Warn(what, "dataset", dataset, "to", n, "err", err)
 				}
 			}()
 		}
 		wg.Wait()
 	})
-}
-
-// callRetrying calls node n and, while the link breaks with the request in
-// flight, calls again until ctx ends. Only idempotent requests may use it.
-func (p *Protector) callRetrying(ctx context.Context, n int, kind string, msg any) error {
-	backoff := 20 * time.Millisecond
-	for {
-		err := p.o.Mux.Call(ctx, n, kind, msg, nil)
-		if err == nil || !errors.Is(err, jobnet.ErrConnLost) {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
 }

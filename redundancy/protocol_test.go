@@ -107,29 +107,39 @@ func TestDegradedClearsWhenMemberReturns(t *testing.T) {
 	f.checkFiles("ckpt.1", f.All()...)
 }
 
-// TestVerdictTimeoutDegrades: a member that never becomes ready leaves the
-// ready ones degraded, naming it, within redundancy.timeout.
-func TestVerdictTimeoutDegrades(t *testing.T) {
+// TestMemberDownFailsDataset: a node that cannot report its share (it is
+// down) makes the dataset failed everywhere, naming it — never protected
+// without its files.
+func TestMemberDownFailsDataset(t *testing.T) {
 	f := newFixture(t, xor, memnet.Faults{})
-	for _, i := range []int{0, 1, 2} {
-		f.Start(i)
-	}
-	f.write4(t, "ckpt.1", 3)
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	f.Kill(3)
 	f.complete(0, "ckpt.1")
-	f.WaitState(wait, "ckpt.1", cache.Degraded, 0, 1, 2)
-	if _, why := f.Nodes[1].State("ckpt.1"); !strings.Contains(why, "node 3 not ready") {
-		t.Errorf("degraded because %q", why)
+	f.WaitState(wait, "ckpt.1", cache.Failed, 0, 1, 2)
+	if _, why := f.Nodes[1].State("ckpt.1"); !strings.Contains(why, "node 3 did not report its share") {
+		t.Errorf("failed because %q", why)
 	}
 }
 
-// write4 writes dataset name on the running nodes (all but down).
-func (f *fixture) write4(t *testing.T, name string, down int) {
-	t.Helper()
-	for _, n := range f.Nodes {
-		if n.Index != down {
-			n.Write(name, map[string][]byte{"data": []byte(name)})
+// TestVerdictTimeoutDegrades: a member whose readiness never reaches the
+// set's coordinator leaves the ready ones degraded, naming it, within
+// redundancy.timeout; its data is kept everywhere.
+func TestVerdictTimeoutDegrades(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+		if kind == "ready" && from == 3 {
+			return memnet.DropRequest
 		}
+		return memnet.Deliver
+	}})
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Degraded, f.All()...)
+	if _, why := f.Nodes[1].State("ckpt.1"); !strings.Contains(why, "node 3 not ready") {
+		t.Errorf("degraded because %q", why)
 	}
+	f.checkFiles("ckpt.1", f.All()...)
 }
 
 // TestConcurrentCompletions: two datasets completed at once from two

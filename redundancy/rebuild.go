@@ -11,6 +11,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -123,6 +124,9 @@ func (p *Protector) reconcile(ctx context.Context) {
 	for _, a := range acts {
 		switch a.Kind {
 		case actRebuild:
+			if a.Dataset.Record != nil {
+				a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Lost, nodes, invs)
+			}
 			msg := rebuildMsg{Dataset: a.Dataset, Lost: a.Lost, Attempt: jobnet.NewToken()}
 			for n, err := range p.o.Mux.CallAll(ctx, present, "rebuild", msg) {
 				p.log.Warn("rebuild failed on a member", "dataset", a.Dataset.Name, "node", n, "err", err)
@@ -173,18 +177,32 @@ func (p *Protector) handleInventory(ctx context.Context, from int, _ struct{}) (
 	return p.inventory(), nil
 }
 
-// inventory verifies every completed dataset in this node's cache.
+// inventory verifies every completed dataset in this node's cache under
+// its record's scheme and set. A dataset complete here but not yet
+// recorded is left out: the job has not agreed it is complete.
 func (p *Protector) inventory() inventoryMsg {
-	out := inventoryMsg{Node: p.self, Datasets: []invDataset{}}
+	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}}
 	for _, ds := range p.o.Store.Datasets() {
 		info := ds.Info()
 		if !info.State.Completed() {
 			continue
 		}
-		m := p.member
-		m.Dataset, m.Dir = info.Name, ds.Dir()
 		item := invDataset{Name: info.Name, Kind: info.Kind, Root: info.Root, ID: info.ID, State: info.State}
-		if _, err := schemes.Inspect(p.o.Params, m); err != nil {
+		params, m, err := p.legacyOperation(info.Name, ds.Dir())
+		rec, rerr := record.Load(ds.Dir())
+		switch {
+		case rerr == nil:
+			item.Record = rec
+			params, m, err = p.operation(rec, ds.Dir())
+		case !record.IsMissing(rerr):
+			err = rerr
+		case info.State == cache.Complete:
+			continue // not recorded yet: the completion protocol proves it first
+		}
+		if err == nil {
+			_, err = schemes.Inspect(params, m)
+		}
+		if err != nil {
 			item.Problem = err.Error()
 		} else {
 			item.Intact = true
@@ -220,9 +238,11 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 		err = p.o.Store.SetState(name, cache.Degraded, m.Reason)
 		p.log.Warn("dataset degraded", "dataset", name, "reason", m.Reason)
 	case actProtect:
-		if ds := p.o.Store.Get(name); ds != nil {
-			p.Protect(ds.Info())
+		if m.Dataset.Record == nil {
+			err = p.o.Store.SetState(name, cache.Degraded, "never protected, and it has no record to protect it by")
+			break
 		}
+		p.Protect(m.Dataset.Record)
 	case actClear:
 		err = p.o.Store.SetState(name, cache.Protected, "")
 		p.log.Info("dataset protected again: every member is back and verified", "dataset", name)
@@ -234,8 +254,14 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 // its files into a staging directory and adopts them into the cache when
 // every check passed; a survivor only reads.
 func (p *Protector) handleRebuild(ctx context.Context, from int, msg rebuildMsg) (any, error) {
-	m := p.member
-	m.Dataset = msg.Dataset.Name
+	rec := msg.Dataset.Record
+	params, m, err := p.legacyOperation(msg.Dataset.Name, "")
+	if rec != nil {
+		params, m, err = p.operation(rec, "")
+	}
+	if err != nil {
+		return nil, err
+	}
 	route := msg.Dataset.route()
 	lost := slices.Contains(msg.Lost, m.Rank)
 	log := p.log.With("dataset", m.Dataset, "lost", msg.Lost)
@@ -265,8 +291,8 @@ func (p *Protector) handleRebuild(ctx context.Context, from int, msg rebuildMsg)
 	prog := p.track(route)
 	defer p.untrack(route.Name)
 	log.Info("rebuilding dataset", "restoring_here", lost)
-	links := p.links("reb/" + m.Dataset + "/" + msg.Attempt)
-	res, err := schemes.Rebuild(ctx, p.o.Params, m, msg.Lost, links,
+	links := p.links(m.Set.Nodes, "reb/"+m.Dataset+"/"+msg.Attempt)
+	res, err := schemes.Rebuild(ctx, params, m, msg.Lost, links,
 		p.options(schemes.WithProgress(func(done, total int64) { p.setProgress(prog, done, total) }))...)
 	links.close()
 	if err != nil {
@@ -279,12 +305,18 @@ func (p *Protector) handleRebuild(ctx context.Context, from int, msg rebuildMsg)
 	}
 	p.metrics.rebuilt(res)
 	if lost {
-		if _, err := p.o.Store.Adopt(route, cache.Protected, m.Dir); err != nil {
+		if err := p.adoptRebuilt(route, m.Dir, rec); err != nil {
 			return nil, err
 		}
-		p.o.Mount.Appeared(route)
-	} else if err := p.o.Store.SetState(m.Dataset, cache.Protected, ""); err != nil && !errors.As(err, new(*cache.TransitionError)) {
-		log.Warn("record protected state", "err", err)
+	} else {
+		if rec != nil {
+			if err := record.Save(m.Dir, rec); err != nil {
+				log.Warn("keep the revised record", "err", err)
+			}
+		}
+		if err := p.o.Store.SetState(m.Dataset, cache.Protected, ""); err != nil && !errors.As(err, new(*cache.TransitionError)) {
+			log.Warn("record protected state", "err", err)
+		}
 	}
 	seconds := res.Duration.Seconds()
 	log.Info("dataset rebuilt", "bytes", res.DataBytes, "seconds", seconds,
@@ -321,4 +353,54 @@ func (p *Protector) Rebuilding() []Progress {
 		out = append(out, *pr)
 	}
 	return out
+}
+
+// adoptRebuilt takes a rebuilt member's files into the cache, in the job's
+// completion order of its record, with the record beside them.
+func (p *Protector) adoptRebuilt(route cache.Route, dir string, rec *record.Record) error {
+	var seq uint64
+	var completed time.Time
+	if rec != nil {
+		if err := record.Save(dir, rec); err != nil {
+			return err
+		}
+		seq, completed = rec.Seq, rec.Completed
+	}
+	if _, err := p.o.Store.Adopt(route, cache.Protected, dir, seq, completed); err != nil {
+		return err
+	}
+	p.o.Mount.Appeared(route)
+	return nil
+}
+
+// legacyOperation is operation for a dataset completed before records
+// existed: today's scheme and this node's set.
+func (p *Protector) legacyOperation(name, dir string) (schemes.Params, schemes.Member, error) {
+	m := p.member
+	m.Dataset, m.Dir = name, dir
+	return p.o.Params, m, nil
+}
+
+// rebuiltRecord revises a dataset's record for a rebuild of the lost ranks
+// of a set (nodes[rank] is each rank's node now): a lost member's share is
+// then held by the node that plays its rank, which has a new identity when
+// it replaced a wiped node.
+func rebuiltRecord(rec *record.Record, lost, nodes []int, invs map[int]*inventoryMsg) *record.Record {
+	out := *rec
+	out.Members = slices.Clone(rec.Members)
+	out.Rev++
+	for i := range out.Members {
+		m := &out.Members[i]
+		if !slices.Contains(lost, m.Rank) || m.Rank >= len(nodes) || invs[nodes[m.Rank]] == nil {
+			continue
+		}
+		if set := rec.Set(m.Set); len(set) != len(nodes) || set[m.Rank].Node != nodes[m.Rank] {
+			continue // another set's member
+		}
+		m.Holder = invs[nodes[m.Rank]].ID
+		if m.Holder == m.ID {
+			m.Holder = ""
+		}
+	}
+	return &out
 }

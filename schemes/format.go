@@ -141,7 +141,7 @@ func (h *Header) validate() error {
 		if m.Rank != want[i] {
 			return fmt.Errorf("member record %d is rank %d, want %d", i, m.Rank, want[i])
 		}
-		if err := checkFiles(m.Files); err != nil {
+		if err := CheckFiles(m.Files); err != nil {
 			return fmt.Errorf("rank %d: %w", m.Rank, err)
 		}
 		if logicalSize(m.Files) != m.Logical {

@@ -86,11 +86,11 @@ func TestHeaderRejectsUnsafePaths(t *testing.T) {
 		{Path: "x", Type: Regular, Mode: 0o170000},
 	}
 	for _, f := range bad {
-		if err := checkFiles([]FileMeta{f}); err == nil {
+		if err := CheckFiles([]FileMeta{f}); err == nil {
 			t.Errorf("accepted %+v", f)
 		}
 	}
-	if err := checkFiles([]FileMeta{{Path: "d", Type: Dir}, {Path: "d", Type: Regular}}); err == nil {
+	if err := CheckFiles([]FileMeta{{Path: "d", Type: Dir}, {Path: "d", Type: Regular}}); err == nil {
 		t.Error("accepted a duplicate path")
 	}
 }

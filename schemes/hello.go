@@ -140,7 +140,7 @@ func checkMeta(mm *MemberMeta, r int) error {
 	if mm.Rank != r {
 		return fmt.Errorf("%w: metadata of rank %d, want %d", ErrProtocol, mm.Rank, r)
 	}
-	if err := checkFiles(mm.Files); err != nil {
+	if err := CheckFiles(mm.Files); err != nil {
 		return fmt.Errorf("%w: metadata of rank %d: %v", ErrProtocol, r, err)
 	}
 	if logicalSize(mm.Files) != mm.Logical {

@@ -190,10 +190,11 @@ func checkRelPath(p string) error {
 	return nil
 }
 
-// checkFiles validates a member's file list from an untrusted header: paths
-// unique and local, types known, sizes sane, hard links pointing to an
-// earlier regular file of the same size, parents listed before children.
-func checkFiles(files []FileMeta) error {
+// CheckFiles validates a member's file list from an untrusted source (a
+// header, a peer, a dataset record): paths unique and local, types known,
+// sizes sane, hard links pointing to an earlier regular file of the same
+// size, parents listed before children.
+func CheckFiles(files []FileMeta) error {
 	index := make(map[string]EntryType, len(files))
 	regSize := make(map[string]int64)
 	var total int64

@@ -56,7 +56,7 @@ func TestScanDir(t *testing.T) {
 	if logicalSize(files) != 7 {
 		t.Errorf("logical size %d, want 7 (hard links carry no data)", logicalSize(files))
 	}
-	if err := checkFiles(files); err != nil {
+	if err := CheckFiles(files); err != nil {
 		t.Errorf("ScanDir output fails its own checks: %v", err)
 	}
 

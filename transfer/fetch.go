@@ -13,6 +13,7 @@ import (
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 )
 
 // Fetching at start, when no node-local checkpoint survived: node 0 picks
@@ -73,6 +74,11 @@ type (
 		ID      uint64 `json:"id"`
 		Kind    string `json:"kind,omitempty"`
 		Root    string `json:"root,omitempty"`
+		// Seq and Completed are the dataset's job-wide completion order and
+		// time, from its record in the prefix (the index's id for a flush
+		// made before records).
+		Seq       uint64    `json:"seq"`
+		Completed time.Time `json:"completed,omitzero"`
 	}
 	fetchReply struct {
 		Files   int64   `json:"files"`
@@ -331,7 +337,13 @@ func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 	if _, err := flush.ReadManifest(f.prefix, e.Name); err != nil {
 		return []flush.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
 	}
-	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root}
+	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root, Seq: e.ID, Completed: e.Flushed}
+	switch rec, err := readPrefixRecord(f.prefix, e.Name); {
+	case err == nil:
+		msg.Seq, msg.Completed = rec.Seq, rec.Completed
+	case !record.IsMissing(err):
+		return []flush.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
+	}
 	log.Info("fetching from the prefix", "round", msg.Round, "bytes", e.Bytes, "files", e.Files, "flushed", e.Flushed)
 	errs := make([]error, f.o.Nodes)
 	lost := make([]error, f.o.Nodes)
@@ -374,10 +386,18 @@ func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 	}
 	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
-	for n, err := range f.o.Mux.CallAll(bctx, f.all(), kind, msg) {
+	errsCommit := f.o.Mux.CallAll(bctx, f.all(), kind, msg)
+	for n, err := range errsCommit {
 		// A node that staged and cannot adopt now holds nothing: the
 		// others restart from e, it from nothing. Say so loudly.
 		log.Error("a node could not finish the fetch", "step", kind, "peer", n, "err", err)
+	}
+	if kind == "fetch-commit" && len(errsCommit) == 0 {
+		if ds := f.o.Store.Get(e.Name); ds != nil {
+			// Every node holds its share: the dataset gets this job's record
+			// and is protected again under today's scheme.
+			f.o.OnFetched(ds.Info())
+		}
 	}
 	return failures, fatal
 }

@@ -78,7 +78,7 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	if m.Kind != "" {
 		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
 	}
-	ds, err := f.o.Store.Adopt(route, cache.Complete, f.o.Store.StagingDir(m.Dataset))
+	_, err := f.o.Store.Adopt(route, cache.Complete, f.o.Store.StagingDir(m.Dataset), m.Seq, m.Completed)
 	if err != nil {
 		os.RemoveAll(f.o.Store.StagingDir(m.Dataset))
 		return nil, err
@@ -94,8 +94,6 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	f.log.Info("dataset fetched", "dataset", m.Dataset, "bytes", st.res.Bytes, "files", st.res.Files,
 		"seconds", st.res.Seconds, "rate_mib_s", mibPerSec(st.res.Bytes, st.res.Seconds),
 		"from", layout.PrefixDatasetDir(f.prefix, m.Dataset))
-	// Redundancy is not in the prefix: apply it again across the sets.
-	f.o.OnFetched(ds.Info())
 	return struct{}{}, nil
 }
 

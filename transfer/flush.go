@@ -44,7 +44,7 @@ type Store interface {
 	Datasets() []*cache.Dataset
 	SetFlush(name string, st cache.FlushStatus) error
 	StagingDir(name string) string
-	Adopt(r cache.Route, st cache.State, staged string) (*cache.Dataset, error)
+	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
 	ReserveIDs(next uint64)
 }
 
@@ -91,8 +91,8 @@ type Options struct {
 	// RoundCheck is how long a node whose part is durable waits for the
 	// round's outcome before asking node 0 about it (0: DefaultRoundCheck).
 	RoundCheck time.Duration
-	// OnFetched is called for every dataset a fetch adopted into the
-	// cache (redundancy is not in the prefix: it must be applied again).
+	// OnFetched is called on node 0 for a dataset every node adopted from
+	// the prefix: it needs this job's record, and redundancy again.
 	OnFetched  func(cache.Info)
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -101,15 +101,16 @@ type Options struct {
 // Flusher is a node's flush and fetch machinery. Create it with New before
 // the transport delivers calls; Close it before the store.
 type Flusher struct {
-	o      Options
-	self   int
-	log    *slog.Logger
-	prefix string // "" disables flush and fetch
-	every  int
-	opts   flush.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
-	met    *flushMetrics
-	g      *group.Group
-	ctx    context.Context // the group's: ends at Close
+	o        Options
+	self     int
+	log      *slog.Logger
+	prefix   string // "" disables flush and fetch
+	every    int
+	opts     flush.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
+	met      *flushMetrics
+	g        *group.Group
+	ctx      context.Context // the group's: ends at Close
+	indexMax uint64          // the index's largest id at start (node 0)
 
 	// started is closed once the daemon's restore is over: this node's
 	// flush jobs wait for it, so a flush never mistakes a dataset that a
@@ -211,6 +212,10 @@ func (f *Flusher) all() []int {
 	return out
 }
 
+// IndexMax returns the largest dataset id (sequence number) the prefix's
+// index held when node 0 started; 0 elsewhere or without an index.
+func (f *Flusher) IndexMax() uint64 { return f.indexMax }
+
 // continueIndex reserves dataset ids after the index's largest and shows
 // the newest flushed dataset's age from the start.
 func (f *Flusher) continueIndex() {
@@ -219,6 +224,7 @@ func (f *Flusher) continueIndex() {
 		f.log.Warn("prefix index unreadable: new datasets may be numbered before flushed ones", "err", err)
 		return
 	}
+	f.indexMax = ix.MaxID()
 	f.o.Store.ReserveIDs(ix.MaxID() + 1)
 	for _, e := range ix.Datasets {
 		if e.State == flush.StateComplete {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,8 +14,10 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/internal/atomicfile"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 )
 
 // Messages of the flush protocol.
@@ -175,6 +178,9 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	log := f.log.With("dataset", r.dataset, "round", r.token)
 	log.Info("flush started", "reason", r.reason, "nodes", f.o.Nodes, "prefix", f.prefix)
 	entry := flush.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.o.Nodes, Kind: string(info.Kind), Root: info.Root}
+	if info.Seq > 0 {
+		entry.ID = info.Seq // the job-wide order, the same on every node and across allocations
+	}
 	f.mu.Lock()
 	if e, ok := f.fetched[r.dataset]; ok {
 		// Flushed again after a fetch: keep its place among the others.
@@ -194,6 +200,11 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 		for _, err := range parts {
 			if err != nil {
 				reasons = append(reasons, err.Error())
+			}
+		}
+		if len(reasons) == 0 {
+			if err := f.writePrefixRecord(r.dataset); err != nil {
+				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
 		if len(reasons) == 0 {
@@ -381,4 +392,41 @@ func (f *Flusher) setFlush(name string, st cache.FlushStatus) {
 	if err := f.o.Store.SetFlush(name, st); err != nil && !errors.Is(err, cache.ErrNotFound) {
 		f.log.Warn("record flush status", "dataset", name, "state", st.State, "err", err)
 	}
+}
+
+// writePrefixRecord copies node 0's record of a dataset beside its
+// manifest in the prefix, before the index calls the dataset complete: a
+// fetch then restores its place in the job's order. A dataset completed
+// before records existed has none to copy.
+func (f *Flusher) writePrefixRecord(name string) error {
+	ds := f.o.Store.Get(name)
+	if ds == nil {
+		return fmt.Errorf("dataset %s left the cache of node 0", name)
+	}
+	rec, err := record.Load(ds.Dir())
+	if record.IsMissing(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b, err := rec.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(prefixRecordPath(f.prefix, name), b, 0o644)
+}
+
+// readPrefixRecord reads a dataset's record from the prefix, as untrusted
+// input.
+func readPrefixRecord(prefix, name string) (*record.Record, error) {
+	rec, err := record.LoadFile(prefixRecordPath(prefix, name))
+	if err == nil && rec.Dataset != name {
+		err = fmt.Errorf("%w: the record of %s is in the place of %s", record.ErrBadRecord, rec.Dataset, name)
+	}
+	return rec, err
+}
+
+func prefixRecordPath(prefix, name string) string {
+	return filepath.Join(flush.ManifestDir(prefix, name), record.File)
 }

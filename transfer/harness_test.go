@@ -5,12 +5,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
@@ -23,111 +23,40 @@ func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/transfer") }
 
 const wait = 20 * time.Second // bound of every wait: far above what a test needs
 
-// fixture is a job of nodes running the transfer protocols over a shared
-// prefix directory. Datasets settle as soon as they complete, as under
-// SINGLE: these tests are about flush and fetch, not redundancy.
+// fixture is a job of nodes under SINGLE (datasets settle as soon as they
+// are recorded) over a shared prefix directory: these tests are about flush
+// and fetch, not redundancy.
 type fixture struct {
 	*jobtest.Job
-	prefix string
-	opts   transfer.Options                // common options
-	per    map[int]func(*transfer.Options) // per-node changes
-
-	mu      sync.Mutex
-	fs      map[int]*transfer.Flusher
-	fetched map[int][]string
+	prefix  string
 	written map[string]map[int]map[string]string
 }
 
 func newFixture(t *testing.T, nodes int, faults memnet.Faults) *fixture {
-	f := &fixture{
-		Job:    jobtest.New(t, nodes, faults),
-		prefix: filepath.Join(t.TempDir(), "prefix"),
-		opts: transfer.Options{
-			Fetch:          true,
-			Streams:        2,
-			CRC:            true,
-			SettleWait:     2 * time.Second,
-			ConnectTimeout: time.Second,
-			MemberTimeout:  time.Second,
-		},
-		per:     map[int]func(*transfer.Options){},
-		fs:      map[int]*transfer.Flusher{},
-		fetched: map[int][]string{},
+	prefix := filepath.Join(t.TempDir(), "prefix")
+	return &fixture{
+		Job: jobtest.New(t, nodes, faults, jobtest.Config{
+			Scheme: layout.Scheme{Kind: layout.KindSingle}, SetSize: 1,
+			Options: daemon.ProtocolOptions{
+				Prefix: prefix, Fetch: true, Streams: 2, CRC: true,
+				Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second,
+			},
+		}),
+		prefix:  prefix,
 		written: map[string]map[int]map[string]string{},
 	}
-	for _, n := range f.Nodes {
-		n.Wire = f.wire
-	}
-	return f
 }
 
-func (f *fixture) wire(n *jobtest.Node) func() {
-	o := f.opts
-	o.Mux, o.Store, o.Mount, o.Logger = n.Mux, n.Store, n.Mount, n.Log
-	o.Nodes, o.Prefix, o.ControlDir, o.Started = len(f.Nodes), f.prefix, n.Store.ControlDir(), time.Now()
-	o.OnFetched = func(info cache.Info) {
-		f.mu.Lock()
-		f.fetched[n.Index] = append(f.fetched[n.Index], info.Name)
-		f.mu.Unlock()
-	}
-	if change := f.per[n.Index]; change != nil {
-		change(&o)
-	}
-	fl, err := transfer.New(o)
-	if err != nil {
-		f.T.Fatal(err)
-	}
-	n.OnComplete = func(info cache.Info) { fl.Settled(info.Name) }
-	n.OnRemove = fl.Lost
-	f.mu.Lock()
-	f.fs[n.Index] = fl
-	f.mu.Unlock()
-	return fl.Close
-}
+func (f *fixture) fl(i int) *transfer.Flusher { return f.Nodes[i].Protocols.Flusher }
 
-func (f *fixture) fl(i int) *transfer.Flusher {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.fs[i]
-}
+// startAll starts every node as the daemon does (restore, then flushes).
+func (f *fixture) startAll() { f.RestartAll() }
 
-// start starts node i as the daemon does: its restore (a fetch when its
-// cache holds no checkpoint) runs in the background, then flushes start.
-func (f *fixture) start(i int) <-chan struct{} {
-	n := f.Start(i)
-	n.Store.FailWriting("incomplete: it was being written when the daemon stopped")
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if !haveCheckpoint(n.Store.Store) {
-			f.fl(i).Fetch(context.Background())
-		}
-		f.fl(i).Start()
-	}()
-	return done
-}
+// start starts node i as the daemon does.
+func (f *fixture) start(i int) <-chan struct{} { return f.Restart(i) }
 
-func haveCheckpoint(s *cache.Store) bool {
-	for _, ds := range s.Datasets() {
-		if ds.State().Completed() {
-			return true
-		}
-	}
-	return false
-}
-
-// startAll starts every node and waits for their restores.
-func (f *fixture) startAll() {
-	var done []<-chan struct{}
-	for i := range f.Nodes {
-		done = append(done, f.start(i))
-	}
-	for _, d := range done {
-		<-d
-	}
-}
-
-// write has every node write files of dataset name and complete it.
+// write has every node write files of dataset name, completes it
+// job-wide and waits until every node recorded it.
 func (f *fixture) write(name string, size int) {
 	f.written[name] = map[int]map[string]string{}
 	for _, n := range f.Nodes {
@@ -137,10 +66,18 @@ func (f *fixture) write(name string, size int) {
 		}
 		n.Write(name, map[string][]byte{"rank_" + string(rune('0'+n.Index)) + ".bin": b})
 		f.written[name][n.Index] = n.Sums(name)
-		if err := n.Store.RequestComplete(name, "test"); err != nil {
-			f.T.Fatal(err)
-		}
 	}
+	if err := f.Nodes[0].Protocols.Complete.Complete(context.Background(), name); err != nil {
+		f.T.Fatal(err)
+	}
+	f.Wait(wait, name+" recorded everywhere", func() string { return f.Describe(name) }, func() bool {
+		for _, n := range f.Nodes {
+			if ds := n.Store.Get(name); ds == nil || ds.Info().Seq == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // flush asks node i to flush dataset name, as `scrfs flush NAME`.

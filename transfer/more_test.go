@@ -17,8 +17,8 @@ import (
 func TestFlushOfDatasetNodeZeroLacks(t *testing.T) {
 	f := newFixture(t, 2, memnet.Faults{})
 	f.startAll()
-	f.Nodes[1].Write("only-here", map[string][]byte{"x": []byte("x")})
-	if err := f.Nodes[1].Store.RequestComplete("only-here", "test"); err != nil {
+	f.write("only-here", 10)
+	if err := f.Nodes[0].Store.Drop("only-here", "the test takes it from node 0"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := f.fl(1).Request(context.Background(), control.FlushRequest{Name: "only-here"})
@@ -49,7 +49,7 @@ func TestFlushWithNodeDown(t *testing.T) {
 // TestFlushEvery flushes every second dataset that settles, by itself.
 func TestFlushEvery(t *testing.T) {
 	f := newFixture(t, 2, memnet.Faults{})
-	f.opts.Every = 2
+	f.Cfg.Options.Every = 2
 	f.startAll()
 	f.write("ckpt.1", 1<<10)
 	f.write("ckpt.2", 1<<10)
@@ -68,7 +68,7 @@ func TestFlushOutcomeLost(t *testing.T) {
 		}
 		return memnet.Deliver
 	}})
-	f.opts.RoundCheck = 200 * time.Millisecond
+	f.Cfg.Options.RoundCheck = 200 * time.Millisecond
 	f.startAll()
 	f.write("ckpt.1", 10<<10)
 	f.flush(1, "ckpt.1")
@@ -104,7 +104,7 @@ func TestFreshJobFetchesNothing(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{})
 	start := time.Now()
 	f.startAll()
-	if d := time.Since(start); d > f.opts.ConnectTimeout {
+	if d := time.Since(start); d > f.Cfg.Options.ConnectTimeout {
 		t.Errorf("a fresh start took %v", d)
 	}
 }

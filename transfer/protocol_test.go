@@ -1,13 +1,13 @@
 package transfer_test
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet/memnet"
-	"github.com/scrfs/scrfs/transfer"
+	"github.com/scrfs/scrfs/record"
 )
 
 // TestFlushAndFetch: a flush asked for on any node runs job-wide; after
@@ -19,8 +19,12 @@ func TestFlushAndFetch(t *testing.T) {
 	f.write("ckpt.1", 100<<10)
 	f.flush(2, "ckpt.1")
 	f.waitFlush("ckpt.1", cache.FlushDone)
-	if e, ok := f.index("ckpt.1"); !ok || e.State != flush.StateComplete || e.Nodes != 3 {
-		t.Fatalf("index entry %+v (found %v)", e, ok)
+	flushed, err := record.Load(f.Nodes[0].Store.Get("ckpt.1").Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := f.index("ckpt.1"); !ok || e.State != flush.StateComplete || e.Nodes != 3 || e.ID != flushed.Seq {
+		t.Fatalf("index entry %+v (found %v), record seq %d", e, ok, flushed.Seq)
 	}
 	for i := range f.Nodes {
 		f.Kill(i)
@@ -29,11 +33,17 @@ func TestFlushAndFetch(t *testing.T) {
 	f.startAll()
 	f.WaitState(wait, "ckpt.1", cache.Complete, f.All()...)
 	f.checkFiles("ckpt.1")
-	for i := range f.Nodes {
-		if !slices.Contains(f.fetched[i], "ckpt.1") {
-			t.Errorf("node %d: fetched %v, not handed on to be protected", i, f.fetched[i])
+	// Fetched, it gets this job's record again: the same place in the
+	// job's order, revised for this layout.
+	f.Wait(wait, "ckpt.1 recorded again", func() string { return f.Describe("ckpt.1") }, func() bool {
+		for _, n := range f.Nodes {
+			rec, err := record.Load(n.Store.Get("ckpt.1").Dir())
+			if err != nil || rec.Rev != 1 || rec.Seq != flushed.Seq {
+				return false
+			}
 		}
-	}
+		return true
+	})
 }
 
 // TestFetchFallsBackOnCorruptPart: the newest dataset in the prefix has a
@@ -72,7 +82,11 @@ func TestFetchFallsBackOnCorruptPart(t *testing.T) {
 func TestCoordinatorKilledMidFlush(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{})
 	// Node 2 copies slowly, so the round is still running when node 0 dies.
-	f.per[2] = func(o *transfer.Options) { o.Async, o.Bandwidth = true, 256<<10 }
+	f.Cfg.PerNode = func(i int, o *daemon.ProtocolOptions) {
+		if i == 2 {
+			o.Async, o.Bandwidth = true, 256<<10
+		}
+	}
 	f.startAll()
 	f.write("ckpt.1", 512<<10)
 	f.flush(1, "ckpt.1")

@@ -1,8 +1,6 @@
 package jobdir
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/scrfs/scrfs/internal/atomicfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -125,47 +124,17 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 }
 
 // WriteFileAtomic replaces name with data so that a crash at any moment
-// leaves either the old content or the new, never a mix: it writes a new
-// temporary file (O_EXCL, so nothing planted is reused), fsyncs it, renames
-// it over name and fsyncs the directory.
+// leaves either the old content or the new, never a mix (see package
+// atomicfile: nothing planted is reused or followed).
 func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := "." + name + ".tmp" + hex.EncodeToString(rnd[:])
-	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm) // whatever the umask took away
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = d.Rename(tmp, name)
-	}
-	if err != nil {
-		d.Remove(tmp)
-		return err
-	}
-	return d.Sync()
+	return atomicfile.WriteAt(d.f, name, data, perm)
 }
 
 // Sync flushes the directory's entries to stable storage.
-func (d *Dir) Sync() error {
-	if err := d.f.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
-		return err
-	}
-	return nil
-}
+func (d *Dir) Sync() error { return atomicfile.SyncDir(d.f) }
 
 // Rename renames the entry oldName to newName, both in the directory.
 func (d *Dir) Rename(oldName, newName string) error {

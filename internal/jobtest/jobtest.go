@@ -1,13 +1,15 @@
 // Package jobtest runs a job of several scrfs nodes inside one test
-// process: each node has a real cache store in its own directories and a
-// jobnet.Mux on a shared in-memory network (package memnet), and the test
-// wires the protocols it tests on top. Nodes can be killed (network, then
+// process: each node has a real cache store in its own directories, a
+// jobnet.Mux on a shared in-memory network (package memnet), and the
+// daemon's coordination protocols wired exactly as the daemon wires them
+// (daemon.NewProtocols), without FUSE. Nodes can be killed (network, then
 // protocols, then store, as a SIGKILL leaves them), wiped and started
 // again; tests wait on what the nodes' stores say, woken by every change
 // rather than by sleeping.
 package jobtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,9 +24,12 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/cluster"
+	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Codes are the sentinels that cross nodes in these jobs, as the daemon's.
@@ -34,19 +39,33 @@ var Codes = []jobnet.Code{
 	{Name: "exists", Err: cache.ErrExists},
 }
 
+// Config says what job to run.
+type Config struct {
+	// Scheme and SetSize form the redundancy sets over the nodes.
+	Scheme  layout.Scheme
+	SetSize int
+	// Options are every node's protocol options (timeouts, prefix,
+	// flush); Mux, Store, Mount, Cluster, Incarnation and Logger are set
+	// per node.
+	Options daemon.ProtocolOptions
+	// PerNode changes one node's options, if not nil.
+	PerNode func(node int, o *daemon.ProtocolOptions)
+	// CacheSize is every node's datasets.cache_size (0: 8).
+	CacheSize int
+}
+
 // Job is a job of nodes in one process.
 type Job struct {
 	T     testing.TB
 	Net   *memnet.Network
 	Nodes []*Node
+	Cfg   Config
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change any node makes
 }
 
-// Node is one node of a Job. Wire is called at every Start to create the
-// protocols under test on the node's Mux and Store; the function it
-// returns stops them. OnComplete and OnRemove hear the store's events.
+// Node is one node of a Job.
 type Node struct {
 	Index      int
 	CacheDir   string
@@ -55,19 +74,14 @@ type Node struct {
 	Mux        *jobnet.Mux
 	Mount      *Mount
 	Log        *slog.Logger
+	Protocols  *daemon.Protocols // nil while the node is down
 
-	Wire       func(n *Node) (stop func())
-	OnComplete func(cache.Info)
-	OnRemove   func(cache.Info)
-	OnRuleFire func(cache.Route, string)
-
-	job  *Job
-	stop func()
+	job *Job
 }
 
 // New prepares a job of n nodes; none runs until Start.
-func New(t testing.TB, n int, faults memnet.Faults) *Job {
-	j := &Job{T: t, Net: memnet.New(faults), changed: make(chan struct{})}
+func New(t testing.TB, n int, faults memnet.Faults, cfg Config) *Job {
+	j := &Job{T: t, Net: memnet.New(faults), Cfg: cfg, changed: make(chan struct{})}
 	base := t.TempDir()
 	for i := range n {
 		dir := filepath.Join(base, fmt.Sprint("node", i))
@@ -124,7 +138,7 @@ func (j *Job) Wait(timeout time.Duration, what string, describe func() string, c
 }
 
 // Start opens node i's store, wires its protocols and joins it to the
-// network.
+// network. It does not restore anything (see Restart).
 func (j *Job) Start(i int) *Node {
 	j.T.Helper()
 	n := j.Nodes[i]
@@ -132,39 +146,80 @@ func (j *Job) Start(i int) *Node {
 	if err != nil {
 		j.T.Fatal(err)
 	}
+	run := jobnet.NewToken()
+	// The store's events reach the protocols, once they exist.
+	var pr *daemon.Protocols
 	s, err := cache.Open(cache.Options{
-		CacheDir:   jobdir.Path{Base: filepath.Dir(n.CacheDir), Names: []string{filepath.Base(n.CacheDir)}},
-		ControlDir: jobdir.Path{Base: filepath.Dir(n.ControlDir), Names: []string{filepath.Base(n.ControlDir)}},
-		CacheSize:  8, Router: router, Logger: n.Log,
+		CacheDir: pathOf(n.CacheDir), ControlDir: pathOf(n.ControlDir), CacheSize: cmp.Or(j.Cfg.CacheSize, 8),
+		Router: router, Logger: n.Log,
+		Incarnation: run,
 		OnComplete: func(info cache.Info) {
 			defer j.Changed()
-			if n.OnComplete != nil {
-				n.OnComplete(info)
+			if pr != nil {
+				pr.Complete.Changed()
 			}
 		},
 		OnRemove: func(info cache.Info) {
 			defer j.Changed()
-			if n.OnRemove != nil {
-				n.OnRemove(info)
+			if pr != nil {
+				pr.Flusher.Lost(info)
+				pr.Complete.Changed()
 			}
 		},
 		OnRuleFired: func(r cache.Route, reason string) {
-			if n.OnRuleFire != nil {
-				n.OnRuleFire(r, reason)
+			if pr != nil {
+				pr.Complete.RuleFired(r, reason)
 			}
 		},
+		OnStart:  func(r cache.Route) error { return pr.Complete.Begin(r) },
+		OnRename: func(from string, to cache.Route) error { return pr.Complete.Rename(from, to) },
 	})
 	if err != nil {
 		j.T.Fatalf("node %d: open store: %v", i, err)
 	}
 	n.Store = &Store{Store: s, job: j}
 	n.Mux = jobnet.NewMux(i, Codes...)
-	if n.Wire != nil {
-		n.stop = n.Wire(n)
+	o := j.Cfg.Options
+	o.Mux, o.Store, o.Mount, o.Incarnation, o.Started, o.Logger = n.Mux, n.Store, n.Mount, run, time.Now(), n.Log
+	if o.Cluster, err = clusterOf(i, len(j.Nodes), j.Cfg.Scheme, j.Cfg.SetSize); err != nil {
+		j.T.Fatal(err)
 	}
+	if j.Cfg.PerNode != nil {
+		j.Cfg.PerNode(i, &o)
+	}
+	if pr, err = daemon.NewProtocols(o); err != nil {
+		j.T.Fatalf("node %d: protocols: %v", i, err)
+	}
+	n.Protocols = pr
 	n.Mux.Attach(j.Net.Join(i, n.Mux.Serve))
 	j.Changed()
 	return n
+}
+
+// Restart starts node i as the daemon does: restore runs in the background
+// (as a node's restore runs while the others carry on), then flushes
+// start. The channel closes when the restore is over.
+func (j *Job) Restart(i int) <-chan struct{} {
+	j.T.Helper()
+	n := j.Start(i)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.Protocols.Restore(context.Background(), n.Store, true, len(j.Nodes))
+		n.Protocols.Flusher.Start()
+	}()
+	return done
+}
+
+// RestartAll restarts every node at once and waits for their restores.
+func (j *Job) RestartAll() {
+	var done []<-chan struct{}
+	for i := range j.Nodes {
+		done = append(done, j.Restart(i))
+	}
+	for _, d := range done {
+		<-d
+	}
 }
 
 // Kill stops node i as a crash would: its network first, then its
@@ -175,13 +230,27 @@ func (j *Job) Kill(i int) {
 		return
 	}
 	j.Net.Kill(i)
-	if n.stop != nil {
-		n.stop()
-		n.stop = nil
-	}
+	n.Protocols.Close()
+	n.Protocols = nil
 	n.Store.Close()
 	n.Store = nil
 	j.Changed()
+}
+
+// clusterOf is node self's view of a job of n nodes on memnet.
+func clusterOf(self, n int, s layout.Scheme, setSize int) (*cluster.Cluster, error) {
+	nodes, err := layout.NewNodes(n, nil)
+	if err != nil {
+		return nil, err
+	}
+	if s.Kind == layout.KindSingle {
+		setSize = 1
+	}
+	l, err := layout.Build(nodes, setSize)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster.Cluster{Addrs: make([]string, n), Self: self, Scheme: s, Nodes: nodes, Layout: l, Source: "jobtest"}, nil
 }
 
 // Wipe removes node i's cache and control directories, as a replaced node
@@ -313,4 +382,10 @@ func Ctx(t testing.TB) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// pathOf is the jobdir.Path of a node's directory under the test's
+// temporary directory.
+func pathOf(dir string) jobdir.Path {
+	return jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}}
 }

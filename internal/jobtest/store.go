@@ -34,9 +34,14 @@ func (s *Store) Drop(name, why string) error {
 	return s.Store.Drop(name, why)
 }
 
-func (s *Store) Adopt(r cache.Route, st cache.State, staged string) (*cache.Dataset, error) {
+func (s *Store) Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error) {
 	defer s.job.Changed()
-	return s.Store.Adopt(r, st, staged)
+	return s.Store.Adopt(r, st, staged, seq, completed)
+}
+
+func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
+	defer s.job.Changed()
+	return s.Store.SetRecord(name, seq, completed)
 }
 
 func (s *Store) SetFlush(name string, st cache.FlushStatus) error {
@@ -75,6 +80,9 @@ func (m *Mount) Restoring(r cache.Route, wait time.Duration) (done func()) {
 		m.mu.Unlock()
 	}
 }
+
+// Forget records nothing: the test mount has no kernel caches to drop.
+func (m *Mount) Forget(r cache.Route) { m.job.Changed() }
 
 // Appearances returns the datasets announced so far, in order.
 func (m *Mount) Appearances() []string {

@@ -228,3 +228,34 @@ func TestLinkEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStreamToSelf: a node's two parts meet over an in-process pipe,
+// without any transport.
+func TestStreamToSelf(t *testing.T) {
+	m := jobnet.NewMux(0)
+	ctx := context.Background()
+	a, err := m.OpenStream(ctx, 0, "self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.AcceptStream(ctx, 0, "self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(ctx, []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Recv(ctx, nil); err != nil || string(got) != "hi" {
+		t.Fatalf("recv %q, %v", got, err)
+	}
+	a.Close()
+	if _, err := b.Recv(ctx, nil); err == nil {
+		t.Fatal("recv after the other end closed succeeded")
+	}
+	b.Close()
+	ctx2, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := m.AcceptStream(ctx2, 0, "never"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("accept of a stream nobody opens: %v", err)
+	}
+}

@@ -1,0 +1,326 @@
+package completion
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/record"
+)
+
+// Node 0's side: the ledger's entries (begin, join) and completion rounds.
+
+// errNotCoordinator answers requests only node 0 serves.
+func (c *Completer) errNotCoordinator(kind string) error {
+	return fmt.Errorf("node %d does not coordinate completions (node 0 does); %s refused", c.self, kind)
+}
+
+// persistLocked writes the ledger. c.mu must be held.
+func (c *Completer) persistLocked() error {
+	if err := c.ledger.save(c.o.ControlDir); err != nil {
+		return fmt.Errorf("node 0 could not keep its ledger: %w", err)
+	}
+	return nil
+}
+
+func (c *Completer) handleBegin(ctx context.Context, from int, m beginMsg) (any, error) {
+	if c.self != coordinator {
+		return nil, c.errNotCoordinator("begin")
+	}
+	c.mu.Lock()
+	if why, ok := c.ended[m.Dataset]; ok {
+		if why == "" {
+			c.mu.Unlock()
+			return nil, fmt.Errorf("dataset %s is complete already: %w", m.Dataset, cache.ErrReadOnly)
+		}
+		// A failed dataset's name may be written again from scratch.
+		c.endLocked(m.Dataset, "written again")
+	}
+	_, known := c.ledger.Begun[m.Dataset]
+	c.ledger.begin(m.Dataset, m.ID, m.Run)
+	err := c.persistLocked()
+	c.mu.Unlock()
+	if err != nil || known {
+		return struct{}{}, err
+	}
+	// A new dataset: every other node shows its directory before the
+	// starter goes on, so its other ranks find it.
+	c.announce(ctx, from, m)
+	return struct{}{}, nil
+}
+
+func (c *Completer) handleRename(ctx context.Context, from int, m renameMsg) (any, error) {
+	if c.self != coordinator {
+		return nil, c.errNotCoordinator("rename")
+	}
+	c.mu.Lock()
+	if _, taken := c.ledger.Begun[m.To]; taken {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("rename %s to %s: %w", m.From, m.To, cache.ErrExists)
+	}
+	if b := c.ledger.Begun[m.From]; b != nil {
+		delete(c.ledger.Begun, m.From)
+		c.ledger.Begun[m.To] = b
+	}
+	err := c.persistLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	for n, err := range c.o.Mux.CallAll(ctx, c.others(from), "renamed", m) {
+		c.log.Warn("could not rename a node's copy of a dataset", "dataset", m.From, "to", m.To, "node", n, "err", err)
+	}
+	return struct{}{}, nil
+}
+
+// others returns every node index but skip.
+func (c *Completer) others(skip int) []int {
+	var out []int
+	for _, n := range c.all() {
+		if n != skip {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// announce tells every node but the starter that a dataset began, and
+// notes the run that holds it on each, within ConnectTimeout; a node that
+// does not answer creates it when the application writes there.
+func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range c.others(starter) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var rep beganReply
+			if err := c.o.Mux.CallRetrying(ctx, n, "began", m, &rep); err != nil {
+				c.log.Warn("could not tell a node a dataset began", "dataset", m.Dataset, "to", n, "err", err)
+				return
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
+		}()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	if err := c.persistLocked(); err != nil {
+		c.log.Error("keep the ledger", "err", err)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, error) {
+	if c.self != coordinator {
+		return nil, c.errNotCoordinator("join")
+	}
+	c.mu.Lock()
+	changed := c.ledger.heard(m.ID)
+	if m.MaxSeq >= c.ledger.NextSeq {
+		c.ledger.NextSeq, changed = m.MaxSeq+1, true
+	}
+	var err error
+	if changed {
+		err = c.persistLocked()
+	}
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("node joined", "from", from, "id", m.ID, "run", m.Run, "pending", len(m.Pending))
+	for _, p := range m.Pending {
+		c.startRound(completeMsg{Dataset: p.Dataset, Kind: p.Kind, Root: p.Root, Reason: "complete on node " + itoa(from) + " before a restart", From: from})
+	}
+	return struct{}{}, nil
+}
+
+func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg) (any, error) {
+	if c.self != coordinator {
+		return nil, c.errNotCoordinator("complete")
+	}
+	c.mu.Lock()
+	_, begun := c.ledger.Begun[m.Dataset]
+	_, ended := c.ended[m.Dataset]
+	c.mu.Unlock()
+	if !begun && !ended && c.o.Store.Get(m.Dataset) == nil {
+		return nil, fmt.Errorf("no node began a dataset %s: %w", m.Dataset, cache.ErrNotFound)
+	}
+	if m.Kind == "" {
+		// scrfs complete on a node that holds none of it: node 0's copy,
+		// or the default, tells where it sits.
+		m.Kind, m.Root = string(cache.KindDir), m.Dataset
+		if ds := c.o.Store.Get(m.Dataset); ds != nil {
+			r := ds.Route()
+			m.Kind, m.Root = string(r.Kind), r.Root
+		}
+	}
+	c.startRound(m)
+	return struct{}{}, nil
+}
+
+// startRound proves dataset m.Dataset complete in the background, unless a
+// round of it runs or ended already.
+func (c *Completer) startRound(m completeMsg) {
+	c.mu.Lock()
+	_, ended := c.ended[m.Dataset]
+	if c.rounds[m.Dataset] || (ended && c.ended[m.Dataset] == "") {
+		c.mu.Unlock()
+		return
+	}
+	c.rounds[m.Dataset] = true
+	c.mu.Unlock()
+	if !c.g.Go(func(ctx context.Context) { c.round(ctx, m) }) {
+		c.mu.Lock()
+		delete(c.rounds, m.Dataset)
+		c.mu.Unlock()
+	}
+}
+
+// round asks every node for its share, judges them, and sends every node
+// the record or the failure.
+func (c *Completer) round(ctx context.Context, m completeMsg) {
+	start := time.Now()
+	log := c.log.With("dataset", m.Dataset)
+	defer func() {
+		c.mu.Lock()
+		delete(c.rounds, m.Dataset)
+		c.mu.Unlock()
+	}()
+	shares := c.collect(ctx, m)
+	if ctx.Err() != nil {
+		return // closing: proven after the restart
+	}
+	c.mu.Lock()
+	var why []string
+	for n, s := range shares {
+		switch {
+		case s.err != nil:
+			why = append(why, fmt.Sprintf("node %d did not report its share: %v", n, s.err))
+		case m.fetched && s.rep.Lost != "":
+			why = append(why, fmt.Sprintf("node %d: %s", n, s.rep.Lost))
+		case m.fetched:
+		default:
+			if w := c.ledger.judge(m.Dataset, &s.rep); w != "" {
+				why = append(why, fmt.Sprintf("node %d: %s", n, w))
+			}
+		}
+	}
+	var rec *record.Record
+	if len(why) == 0 {
+		rec = c.recordLocked(m, shares)
+	}
+	c.ledger.done(m.Dataset)
+	c.endLocked(m.Dataset, strings.Join(why, "; "))
+	err := c.persistLocked()
+	c.mu.Unlock()
+	if err != nil {
+		log.Error("completion not recorded", "err", err)
+		return
+	}
+	c.metrics.seconds.Observe(time.Since(start).Seconds())
+	if rec == nil {
+		c.metrics.rounds.WithLabelValues("failed").Inc()
+		reason := "incomplete: " + strings.Join(why, "; ")
+		log.Error("dataset failed: not every node could prove its share", "reason", reason)
+		c.tell(ctx, "fail", failMsg{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root, Reason: reason}, log)
+		return
+	}
+	c.metrics.rounds.WithLabelValues("recorded").Inc()
+	log.Info("dataset complete job-wide", "seq", rec.Seq, "members", len(rec.Members), "reason", m.Reason,
+		"seconds", time.Since(start).Seconds())
+	c.tell(ctx, "record", recordMsg{Record: rec}, log)
+}
+
+// share is one node's answer to a round.
+type share struct {
+	rep shareReply
+	err error
+}
+
+// collect asks every node for its share at once, within Timeout.
+func (c *Completer) collect(ctx context.Context, m completeMsg) []share {
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	req := shareReq{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root, Reason: m.Reason}
+	if m.From != c.self {
+		req.Reason = "node " + itoa(m.From) + ": " + m.Reason
+	}
+	out := make([]share, c.o.Nodes)
+	var wg sync.WaitGroup
+	for n := range c.o.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[n].err = c.o.Mux.CallRetrying(ctx, n, "share", req, &out[n].rep)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// recordLocked makes the record of a proven dataset. c.mu must be held.
+func (c *Completer) recordLocked(m completeMsg, shares []share) *record.Record {
+	rec := &record.Record{
+		Version: record.Version, Dataset: m.Dataset, Kind: m.Kind, Root: m.Root,
+		Seq: c.ledger.NextSeq, Completed: time.Now().UTC(), Scheme: c.o.Scheme,
+	}
+	if m.fetched && m.seq > 0 {
+		// The same checkpoint as flushed, in this job's layout: a revision.
+		rec.Seq, rec.Completed, rec.Rev = m.seq, m.completed, 1
+		c.ledger.NextSeq = max(c.ledger.NextSeq, m.seq+1)
+	} else {
+		c.ledger.NextSeq++
+	}
+	for n, s := range shares {
+		sr := c.setOf[n]
+		rec.Members = append(rec.Members, record.Member{Node: n, ID: s.rep.ID, Set: sr[0], Rank: sr[1],
+			Empty: s.rep.Empty, Files: s.rep.Files})
+	}
+	return rec
+}
+
+// maxEnded bounds the outcomes node 0 remembers to refuse late begins and
+// repeated rounds.
+const maxEnded = 1024
+
+// endLocked remembers how dataset name's round ended ("" = recorded),
+// forgetting the oldest outcome beyond maxEnded. c.mu must be held.
+func (c *Completer) endLocked(name, why string) {
+	if _, ok := c.ended[name]; !ok {
+		c.endedOrder = append(c.endedOrder, name)
+	}
+	c.ended[name] = why
+	for len(c.endedOrder) > maxEnded {
+		delete(c.ended, c.endedOrder[0])
+		c.endedOrder = c.endedOrder[1:]
+	}
+}
+
+// tell sends a round's outcome to every node, each tried for at most
+// ConnectTimeout; a node that missed it learns when it joins again.
+func (c *Completer) tell(ctx context.Context, kind string, msg any, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range c.all() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.o.Mux.CallRetrying(ctx, n, kind, msg, nil); err != nil {
+				log.Warn("could not tell a node how a completion ended", "to", n, "outcome", kind, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func itoa(i int) string { return fmt.Sprint(i) }

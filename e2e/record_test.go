@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/control"
+)
+
+// Issue 12's reproductions: a protected checkpoint is never lost or
+// misreported, because what a dataset is — its members, their shares, its
+// place in the job's order, its scheme — is a recorded, job-wide fact.
+
+// TestRebuiltNodeEvictsByRecord (reproduction 1): node 2 is lost after
+// two checkpoints and rebuilt (newest first); when a third completes,
+// every node evicts the oldest by the job's order, so one more loss later
+// still leaves the newest protected checkpoint rebuildable.
+func TestRebuiltNodeEvictsByRecord(t *testing.T) {
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE",
+		"SCRFS_DATASETS_CACHE_SIZE=2", "SCRFS_RESTART_MEMBER_TIMEOUT=20s").Start()
+	writeCheckpoint(t, c, "ckpt.1", 50_000)
+	want2 := writeCheckpoint(t, c, "ckpt.2", 50_000)
+	n := c.replace(t, 2, false).Start()
+	n.WaitState(60*time.Second, "ckpt.1", "protected")
+	n.WaitState(60*time.Second, "ckpt.2", "protected")
+	writeCheckpoint(t, c, "ckpt.3", 50_000)
+	for i, n := range c.Nodes {
+		n.WaitDataset(30*time.Second, "ckpt.1", "evicted", func(d *control.Dataset) bool { return d == nil })
+		if d := n.Dataset("ckpt.2"); d == nil || d.State != "protected" {
+			t.Fatalf("node %d after ckpt.3: ckpt.2 is %+v; the older ckpt.1 should have gone", i, d)
+		}
+	}
+	// One more single loss: ckpt.2 is still rebuildable everywhere.
+	n = c.replace(t, 1, false).Start()
+	n.WaitState(60*time.Second, "ckpt.2", "protected")
+	sameMeta(t, "node 1's ckpt.2 after two losses", treeMeta(t, n.Path("ckpt.2")), want2[1])
+}
+
+// TestPartialCheckpointNeverComplete (reproduction 2): every node wrote
+// and closed its files, then node 3 was killed before completion and
+// restarted (with its cache, or wiped). The checkpoint fails on every node
+// with the reason; it is never protected, flushed or listed complete.
+func TestPartialCheckpointNeverComplete(t *testing.T) {
+	for _, wiped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wiped=%v", wiped), func(t *testing.T) {
+			prefix := t.TempDir()
+			c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE",
+				"SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
+			for i, n := range c.Nodes {
+				writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d.bin", i)), 100_000, uint64(i))
+			}
+			var n *Node
+			if wiped {
+				n = c.replace(t, 3, false)
+			} else {
+				c.Nodes[3].Kill()
+				n = c.Nodes[3]
+			}
+			n.Start()
+			must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
+			c.WaitState(60*time.Second, "ckpt.1", "failed")
+			want := "node 3 lost its copy"
+			if wiped {
+				want = "node 3: its cache is newer than the dataset"
+			}
+			for i, n := range c.Nodes {
+				st := n.Status()
+				d := findRow(&st, "ckpt.1")
+				// Node 3 may keep its own, as true, reason.
+				ownReason := i == 3 && d != nil && strings.Contains(d.Reason, "being written when the daemon stopped")
+				if d == nil || (!strings.Contains(d.Reason, want) && !ownReason) {
+					t.Errorf("node %d: %+v, want failed saying %q", i, d, want)
+				}
+			}
+			if _, errs, code := c.Nodes[0].CLI("flush", "--wait", "ckpt.1"); code == 0 {
+				t.Errorf("scrfs flush of the partial checkpoint succeeded: %s", errs)
+			}
+			if _, err := os.Stat(prefix + "/.scrfs/index.json"); err == nil && readPrefixIndex(t, prefix).has("ckpt.1") {
+				t.Errorf("the prefix index lists the partial checkpoint: %+v", readPrefixIndex(t, prefix).entry(t, "ckpt.1"))
+			}
+		})
+	}
+}
+
+// TestOtherSchemeRefused (reproduction 5): a replacement started with
+// another scheme is refused by the running job, both sides saying why, and
+// the healthy nodes keep every dataset.
+func TestOtherSchemeRefused(t *testing.T) {
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2",
+		"SCRFS_DATASETS_COMPLETE=marker:COMPLETE", "SCRFS_RESTART_MEMBER_TIMEOUT=5s").Start()
+	want := writeCheckpoint(t, c, "ckpt.1", 50_000)
+	n := c.replace(t, 3, false)
+	n.Env = append(n.Env, "SCRFS_REDUNDANCY_SCHEME=xor")
+	n.StartNoWait()
+	n.WaitLog(30*time.Second, "runs the job with", "xor")
+	c.Nodes[0].WaitLog(30*time.Second, "refused connection", "runs the job with")
+	for i, node := range c.Nodes[:3] {
+		if d := node.Dataset("ckpt.1"); d == nil || d.State == "failed" {
+			t.Fatalf("node %d after the mismatched replacement: %+v", i, d)
+		}
+		sameMeta(t, fmt.Sprintf("node %d's ckpt.1", i), treeMeta(t, node.Path("ckpt.1")), want[i])
+	}
+}
+
+// TestDegradedClearsWhenMemberReturns (reproduction 6): nodes 0-2 of 4
+// start, find node 3 away and degrade; when node 3 starts with its cache
+// intact, the set is protected again without a restart.
+func TestDegradedClearsWhenMemberReturns(t *testing.T) {
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE",
+		"SCRFS_RESTART_MEMBER_TIMEOUT=3s").Start()
+	writeCheckpoint(t, c, "ckpt.1", 50_000)
+	for _, n := range c.Nodes {
+		must(t, n.Stop())
+	}
+	for _, n := range c.Nodes[:3] {
+		n.StartNoWait()
+	}
+	for _, n := range c.Nodes[:3] {
+		n.WaitReady(60 * time.Second)
+		n.WaitState(30*time.Second, "ckpt.1", "degraded")
+	}
+	c.Nodes[3].Start()
+	c.WaitState(60*time.Second, "ckpt.1", "protected")
+}
