@@ -16,7 +16,7 @@ func TestImportRules(t *testing.T) {
 		t.Skipf("go list: %v", err)
 	}
 	const mod = "github.com/scrfs/scrfs/"
-	coordination := []string{"jobnet", "jobnet/memnet", "redundancy", "transfer"}
+	coordination := []string{"jobnet", "jobnet/memnet", "completion", "redundancy", "transfer"}
 	forbidden := map[string][]string{
 		"cache":      {"fs", "peer", "schemes", "flush", "daemon", "jobnet", "redundancy", "transfer"},
 		"layout":     {"cache", "fs", "peer", "schemes", "flush", "config", "daemon"},
@@ -27,6 +27,8 @@ func TestImportRules(t *testing.T) {
 		"jobnet":     {"cache", "fs", "schemes", "flush", "daemon", "redundancy", "transfer"},
 		"redundancy": {"fs", "flush", "peer", "daemon", "transfer"},
 		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy"},
+		"completion": {"fs", "flush", "peer", "daemon", "redundancy", "transfer"},
+		"record":     {"cache", "fs", "peer", "flush", "daemon", "jobnet", "completion", "redundancy", "transfer"},
 		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
