@@ -43,7 +43,7 @@ func TestGarbageBeforeAuth(t *testing.T) {
 		{name: "huge length", send: rawFrame(byte(ftHello), 0xFFFFFFFF, nil), log: "4294967295 bytes exceeds the 4096-byte limit"},
 		{name: "unknown type", send: rawFrame(200, 10, make([]byte, 10)), log: "unknown frame type 200"},
 		{name: "not a hello", send: rawFrame(byte(ftRequest), 0, nil), log: "expected a hello, got a request frame"},
-		{name: "bad hello", send: rawFrame(byte(ftHello), 7, []byte("SCRFS\x00\x01")), log: "malformed hello"},
+		{name: "bad hello", send: rawFrame(byte(ftHello), 7, []byte{'S', 'C', 'R', 'F', 'S', 0, protocolVersion}), log: "malformed hello"},
 		{name: "half a frame", send: rawFrame(byte(ftHello), 100, make([]byte, 10)), stall: true, log: "timed out after"},
 		{name: "half a header", send: rawFrame(byte(ftHello), 100, nil)[:7], stall: true, log: "timed out after"},
 		{name: "nothing", stall: true, log: "timed out after"},
