@@ -46,7 +46,7 @@ func decodeState(data []byte) (stateFile, error) {
 	names := make(map[string]bool, len(st.Datasets))
 	ids := make(map[uint64]bool, len(st.Datasets))
 	for i, info := range st.Datasets {
-		if err := checkInfo(info); err != nil {
+		if err := checkInfo(info, true); err != nil {
 			return stateFile{}, fmt.Errorf("datasets[%d]: %w", i, err)
 		}
 		if names[info.Name] || ids[info.ID] {
@@ -55,7 +55,7 @@ func decodeState(data []byte) (stateFile, error) {
 		names[info.Name], ids[info.ID] = true, true
 	}
 	for i, info := range st.Failed {
-		if err := checkInfo(info); err != nil {
+		if err := checkInfo(info, false); err != nil {
 			return stateFile{}, fmt.Errorf("failed[%d]: %w", i, err)
 		}
 		if info.State != Failed {
@@ -79,15 +79,17 @@ func decodeState(data []byte) (stateFile, error) {
 	return st, nil
 }
 
-// checkInfo checks one dataset entry of the state file.
-func checkInfo(info Info) error {
+// checkInfo checks one dataset entry of the state file. A dataset held
+// here has an id; a failed one may have none (0): it failed elsewhere in
+// the job, or was refused here, and never had files on this node.
+func checkInfo(info Info, held bool) error {
 	if err := layout.CheckDatasetName(info.Name); err != nil {
 		return err
 	}
 	if !info.State.valid() {
 		return fmt.Errorf("dataset %q has unknown state %q", info.Name, info.State)
 	}
-	if info.ID == 0 {
+	if info.ID == 0 && held {
 		return fmt.Errorf("dataset %q has id 0 (ids start at 1)", info.Name)
 	}
 	if len(info.Began) > 64 {

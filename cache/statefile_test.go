@@ -45,6 +45,7 @@ func TestDecodeStateRejects(t *testing.T) {
 		{`"id": 3,`, `"id": 0,`, `id 0`},
 		{`"bytes": 10`, `"bytes": -10`, `negative usage`},
 		{`"name": "ckpt.2"`, `"name": "../../victim"`, `failed[0]`},
+		{`"id": 2, "name": "ckpt.2"`, `"id": 0, "name": "../../victim"`, `failed[0]`},
 		{`"state": "failed"`, `"state": "protected"`, `listed as failed`},
 		{`"path": "out", "mode"`, `"path": "../../etc", "mode"`, `namespace[0]`},
 		{`"path": "out", "mode"`, `"path": "", "mode"`, `namespace[0]`},
@@ -188,4 +189,24 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("accepted state does not decode again: %v\n%s", err, out)
 		}
 	})
+}
+
+// A failure noted for a dataset this node never held (it has no id) is
+// kept across a restart, and does not make the state file unreadable (it
+// once did: every completed dataset then came back as writing and failed).
+func TestNotedFailureSurvivesRestart(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	ts.write(t, "ckpt.1", "f", 10)
+	ts.RequestComplete("ckpt.1", "t")
+	ts.awaitComplete(t, "ckpt.1")
+	if err := ts.NoteFailed(Route{Name: "ckpt.0", Kind: KindDir, Root: "ckpt.0"}, "lost elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	ts.reopen(t)
+	if d := ts.Get("ckpt.1"); d == nil || d.State() != Complete {
+		t.Fatalf("ckpt.1 after a restart: %v", d)
+	}
+	if f := ts.Failures(); len(f) != 1 || f[0].Name != "ckpt.0" || f[0].Reason != "lost elsewhere" {
+		t.Fatalf("failures after a restart: %+v", f)
+	}
 }
