@@ -30,12 +30,15 @@ type Node struct {
 	Uptime     float64   `json:"uptime_seconds"`
 	// DataPath is "passthrough" when reads and writes bypass the daemon,
 	// "daemon" otherwise.
-	DataPath  string `json:"data_path"`
-	Scheme    string `json:"scheme"`
-	CacheSize int    `json:"cache_size"`
-	Cache     Cache  `json:"cache"`
-	Metrics   string `json:"metrics,omitempty"` // metrics address, "" if disabled or unavailable
-	Ready     bool   `json:"ready"`
+	DataPath string `json:"data_path"`
+	// RedundancyPath is how encodes and rebuilds move data: "zerocopy"
+	// (spliced) or "copy" (through buffers).
+	RedundancyPath string `json:"redundancy_path"`
+	Scheme         string `json:"scheme"`
+	CacheSize      int    `json:"cache_size"`
+	Cache          Cache  `json:"cache"`
+	Metrics        string `json:"metrics,omitempty"` // metrics address, "" if disabled or unavailable
+	Ready          bool   `json:"ready"`
 }
 
 // Cache is the cache file system's usage.

@@ -144,7 +144,7 @@ func (d *Daemon) status() control.Status {
 			Index: d.node, Nodes: d.size, Hostname: host, PID: os.Getpid(), Version: d.version,
 			Job: d.cfg.Job.ID, Mountpoint: d.mountpoint, CacheDir: d.cacheDir, ControlDir: d.controlDir,
 			Prefix: d.cfg.Paths.Prefix, Started: d.started, Uptime: time.Since(d.started).Seconds(),
-			DataPath: d.dataPath(), Scheme: d.cfg.EffectiveScheme(d.size), CacheSize: d.cfg.Datasets.CacheSize,
+			DataPath: d.dataPath(), RedundancyPath: d.proto.Load().Protect.DataPath(), Scheme: d.cfg.EffectiveScheme(d.size), CacheSize: d.cfg.Datasets.CacheSize,
 			Metrics: d.metricsAddr, Ready: d.ready.Load(),
 		},
 		Datasets: []control.Dataset{},

@@ -26,8 +26,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"scheme"}),
 		encodeBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "redundancy", Name: "encoded_bytes_total",
-			Help: "Bytes of this node's dataset files protected by encoding, by scheme.",
-		}, []string{"scheme"}),
+			Help: "Bytes of this node's dataset files protected by encoding, by scheme and data path (zerocopy: spliced; copy: through buffers).",
+		}, []string{"scheme", "path"}),
 		degraded: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "redundancy", Name: "degraded_datasets_total",
 			Help: "Datasets left without (full) redundancy because a set member was missing or encoding failed.",
@@ -60,5 +60,5 @@ func (m *metrics) rebuilt(r *schemes.Result) {
 
 func (m *metrics) encoded(scheme string, r *schemes.Result) {
 	m.encodeSeconds.WithLabelValues(scheme).Observe(r.Duration.Seconds())
-	m.encodeBytes.WithLabelValues(scheme).Add(float64(r.DataBytes))
+	m.encodeBytes.WithLabelValues(scheme, r.Path).Add(float64(r.DataBytes))
 }

@@ -156,7 +156,7 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 		return
 	}
 	seconds := time.Since(start).Seconds()
-	log.Info("dataset protected", "bytes", res.DataBytes, "seconds", seconds,
+	log.Info("dataset protected", "bytes", res.DataBytes, "seconds", seconds, "path", res.Path,
 		"rate_mib_s", float64(res.DataBytes)/(1<<20)/max(seconds, 1e-9), "sent", res.Sent, "received", res.Received)
 }
 

@@ -134,6 +134,11 @@ func New(o Options) (*Protector, error) {
 // goroutine the Protector started.
 func (p *Protector) Close() { p.g.Stop() }
 
+// DataPath says how encodes and rebuilds here move data: "zerocopy"
+// (spliced between sockets and files where the scheme allows) or "copy"
+// (through buffers: switched off, or refused by the kernel).
+func (p *Protector) DataPath() string { return schemes.ActivePath(p.options()...) }
+
 // Scheme returns the scheme new datasets are protected with.
 func (p *Protector) Scheme() schemes.Kind { return p.o.Params.Kind }
 

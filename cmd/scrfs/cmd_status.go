@@ -73,8 +73,8 @@ func printStatus(w io.Writer, st *control.Status) {
 	if !n.Ready {
 		ready = "starting"
 	}
-	fmt.Fprintf(w, "mount %s (%s, data path: %s), scheme %s, keeps %d completed\n",
-		n.Mountpoint, ready, n.DataPath, n.Scheme, n.CacheSize)
+	fmt.Fprintf(w, "mount %s (%s, data path: %s), scheme %s (%s), keeps %d completed\n",
+		n.Mountpoint, ready, n.DataPath, n.Scheme, n.RedundancyPath, n.CacheSize)
 	fmt.Fprintf(w, "cache %s: %s in datasets, %s free of %s\n",
 		n.CacheDir, humanBytes(n.Cache.UsedBytes), humanBytes(n.Cache.AvailableBytes), humanBytes(n.Cache.CapacityBytes))
 	if n.Prefix != "" {
