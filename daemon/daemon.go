@@ -15,6 +15,7 @@ import (
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/fs"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/namespace"
 	"github.com/scrfs/scrfs/peer"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -56,10 +57,11 @@ type Daemon struct {
 	proto atomic.Pointer[Protocols]
 }
 
-// errCodes are the sentinel errors that keep their identity between
+// ErrorCodes are the sentinel errors that keep their identity between
 // nodes, so that (say) a flush of a dataset node 0 does not know reaches the
-// CLI as "not found".
-var errCodes = []jobnet.Code{
+// CLI as "not found", and a node that does not hold a share yet is asked
+// again. Every node of a job uses the same list.
+var ErrorCodes = []jobnet.Code{
 	{Name: "not_found", Err: cache.ErrNotFound},
 	{Name: "read_only", Err: cache.ErrReadOnly},
 	{Name: "exists", Err: cache.ErrExists},
@@ -67,6 +69,7 @@ var errCodes = []jobnet.Code{
 	{Name: "too_many_lost", Err: schemes.ErrTooManyLost},
 	{Name: "corrupt", Err: schemes.ErrCorrupt},
 	{Name: "mismatch", Err: schemes.ErrMismatch},
+	{Name: "not_held", Err: namespace.ErrNotHeld},
 }
 
 // Run runs a daemon until ctx is cancelled, then shuts it down cleanly:
@@ -101,7 +104,7 @@ func Run(ctx context.Context, o Options) error {
 	defer d.store.Close()
 	d.fsys = fs.New(fs.Options{Store: d.store, Logger: d.log, Registerer: d.reg})
 
-	d.mux = jobnet.NewMux(d.node, errCodes...)
+	d.mux = jobnet.NewMux(d.node, ErrorCodes...)
 	stopProtocols, err := d.startProtocols()
 	if err != nil {
 		return err
@@ -275,7 +278,6 @@ func (d *Daemon) onRemove(info cache.Info) {
 		d.fsys.Forget(cache.Route{Name: info.Name, Kind: info.Kind, Root: info.Root})
 	}
 	if pr := d.proto.Load(); pr != nil {
-		pr.Flusher.Lost(info)
-		pr.Complete.Changed()
+		pr.Removed(info)
 	}
 }

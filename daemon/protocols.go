@@ -12,6 +12,7 @@ import (
 	"github.com/scrfs/scrfs/completion"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/namespace"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/redundancy"
 	"github.com/scrfs/scrfs/schemes"
@@ -22,10 +23,11 @@ import (
 // a recorded dataset is protected, a protected one counts for flushes, a
 // fetched one is recorded again.
 type Protocols struct {
-	Complete *completion.Completer
-	Protect  *redundancy.Protector
-	Flusher  *transfer.Flusher
-	log      *slog.Logger
+	Complete  *completion.Completer
+	Protect   *redundancy.Protector
+	Flusher   *transfer.Flusher
+	Namespace *namespace.Namespace
+	log       *slog.Logger
 }
 
 // Store is what the protocols need of the node-local cache; *cache.Store
@@ -34,6 +36,7 @@ type Store interface {
 	completion.Store
 	redundancy.Store
 	transfer.Store
+	namespace.Store
 	ControlDir() *jobdir.Dir
 	FailWriting(reason string)
 }
@@ -61,6 +64,7 @@ type ProtocolOptions struct {
 	Fetch, CRC, Async bool
 	Bandwidth         int64
 	RoundCheck        time.Duration // 0: transfer's default
+	ReadCache         int64         // bytes of other nodes' files kept here
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -132,10 +136,18 @@ func NewProtocols(o ProtocolOptions) (*Protocols, error) {
 		p.Close()
 		return nil, err
 	}
+	ns, err := namespace.New(namespace.Options{Mux: o.Mux, Store: o.Store, ReadCache: o.ReadCache,
+		MemberTimeout: o.MemberTimeout, Logger: o.Logger, Registerer: o.Registerer})
+	if err != nil {
+		f.Close()
+		comp.Close()
+		p.Close()
+		return nil, err
+	}
 	// The prefix's index orders datasets across allocations: sequence
 	// numbers go on after its largest.
 	comp.ReserveSeq(f.IndexMax() + 1)
-	pr.Complete, pr.Protect, pr.Flusher, pr.log = comp, p, f, o.Logger
+	pr.Complete, pr.Protect, pr.Flusher, pr.Namespace, pr.log = comp, p, f, ns, o.Logger
 	return pr, nil
 }
 
@@ -144,6 +156,15 @@ func (pr *Protocols) Close() {
 	pr.Complete.Close()
 	pr.Protect.Close()
 	pr.Flusher.Close()
+	pr.Namespace.Close()
+}
+
+// Removed tells the protocols a dataset left this node's cache (the
+// store's OnRemove).
+func (pr *Protocols) Removed(info cache.Info) {
+	pr.Flusher.Lost(info)
+	pr.Complete.Changed()
+	pr.Namespace.Drop(info.Name)
 }
 
 // Restore brings the node's checkpoints back after its start, before it

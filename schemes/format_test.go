@@ -157,7 +157,7 @@ func FuzzPeerMessages(f *testing.F) {
 		if json.Unmarshal(data, &mm) == nil {
 			if checkMeta(&mm, mm.Rank) == nil {
 				for _, fm := range mm.Files {
-					if checkRelPath(fm.Path) != nil {
+					if CheckRelPath(fm.Path) != nil {
 						t.Fatalf("accepted path %q", fm.Path)
 					}
 				}

@@ -170,9 +170,11 @@ func logicalSize(files []FileMeta) int64 {
 	return n
 }
 
-// checkRelPath reports whether p may name an entry of a dataset: headers
-// are untrusted input, and a rebuild must never write outside its directory.
-func checkRelPath(p string) error {
+// CheckRelPath reports whether p may name an entry of a dataset: a clean
+// relative path that stays inside it and out of its metadata directory.
+// Headers and peers are untrusted input, and nothing may write or read
+// outside the dataset's directory.
+func CheckRelPath(p string) error {
 	switch {
 	case p == "" || p == ".":
 		return errors.New("empty path")
@@ -204,7 +206,7 @@ func CheckFiles(files []FileMeta) error {
 			index[f.Path] = Dir
 			continue
 		}
-		if err := checkRelPath(f.Path); err != nil {
+		if err := CheckRelPath(f.Path); err != nil {
 			return fmt.Errorf("file %d: %w", i, err)
 		}
 		if _, dup := index[f.Path]; dup {

@@ -339,3 +339,29 @@ func (r *redFile) verifyAll(buf []byte) error {
 	}
 	return nil
 }
+
+// MemberFiles returns the file metadata, with each regular file's CRC32C
+// where the encode computed one, that the redundancy file of node in the
+// dataset directory dir records for that member itself: how a node
+// serving one of its files to another can prove the bytes are still those
+// it protected. Errors wrap fs.ErrNotExist when there is no such file and
+// ErrCorrupt when its header does not check.
+func MemberFiles(dir string, node int) ([]FileMeta, error) {
+	meta := filepath.Join(dir, layout.MetaDir)
+	ents, err := os.ReadDir(meta)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		n, _, _, _, _, _, err := layout.ParseRedundancyFileName(e.Name())
+		if err != nil || n != node {
+			continue
+		}
+		h, err := ReadHeader(filepath.Join(meta, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		return h.Members[0].Files, nil
+	}
+	return nil, fmt.Errorf("no redundancy file of node %d in %s: %w", node, meta, os.ErrNotExist)
+}

@@ -32,13 +32,6 @@ import (
 	"github.com/scrfs/scrfs/layout"
 )
 
-// Codes are the sentinels that cross nodes in these jobs, as the daemon's.
-var Codes = []jobnet.Code{
-	{Name: "not_found", Err: cache.ErrNotFound},
-	{Name: "read_only", Err: cache.ErrReadOnly},
-	{Name: "exists", Err: cache.ErrExists},
-}
-
 // Config says what job to run.
 type Config struct {
 	// Scheme and SetSize form the redundancy sets over the nodes.
@@ -162,8 +155,7 @@ func (j *Job) Start(i int) *Node {
 		OnRemove: func(info cache.Info) {
 			defer j.Changed()
 			if pr != nil {
-				pr.Flusher.Lost(info)
-				pr.Complete.Changed()
+				pr.Removed(info)
 			}
 		},
 		OnRuleFired: func(r cache.Route, reason string) {
@@ -178,8 +170,9 @@ func (j *Job) Start(i int) *Node {
 		j.T.Fatalf("node %d: open store: %v", i, err)
 	}
 	n.Store = &Store{Store: s, job: j}
-	n.Mux = jobnet.NewMux(i, Codes...)
+	n.Mux = jobnet.NewMux(i, daemon.ErrorCodes...)
 	o := j.Cfg.Options
+	o.ReadCache = cmp.Or(o.ReadCache, 1<<30)
 	o.Mux, o.Store, o.Mount, o.Incarnation, o.Started, o.Logger = n.Mux, n.Store, n.Mount, run, time.Now(), n.Log
 	if o.Cluster, err = clusterOf(i, len(j.Nodes), j.Cfg.Scheme, j.Cfg.SetSize); err != nil {
 		j.T.Fatal(err)

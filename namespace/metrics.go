@@ -1,0 +1,37 @@
+package namespace
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the namespace's series.
+type metrics struct {
+	received *prometheus.CounterVec
+	reads    *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer, n *Namespace) *metrics {
+	m := &metrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "namespace", Name: "received_bytes_total",
+			Help: "Bytes of other nodes' files this node fetched into its read cache, by holder node.",
+		}, []string{"peer"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "namespace", Name: "remote_opens_total",
+			Help: "Opens of files another node holds, by result: fetched (transferred now), cached (in the read cache already), shared (joined a transfer under way), failed.",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{"fetched", "cached", "shared", "failed"} {
+		m.reads.WithLabelValues(r)
+	}
+	cacheBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "scrfs", Subsystem: "namespace", Name: "read_cache_bytes",
+		Help: "Bytes of other nodes' files kept in this node's read cache (namespace.read_cache bounds it).",
+	}, func() float64 { return float64(n.rc.bytes()) })
+	clashes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "scrfs", Subsystem: "namespace", Name: "clashed_paths",
+		Help: "Paths of the datasets shown here that several nodes wrote (each node sees its own copy, others the lowest node's).",
+	}, func() float64 { return float64(n.Clashes()) })
+	if reg != nil {
+		reg.MustRegister(m.received, m.reads, cacheBytes, clashes)
+	}
+	return m
+}

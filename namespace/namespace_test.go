@@ -1,0 +1,187 @@
+package namespace_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/daemon"
+	"github.com/scrfs/scrfs/internal/jobtest"
+	"github.com/scrfs/scrfs/internal/testutil"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/namespace") }
+
+const wait = 20 * time.Second
+
+// dcpJob is four nodes under the given scheme with a DCP-like checkpoint:
+// a shard per rank, node 0's .metadata and replicated tensor file, and a
+// config.json every rank writes (a clash).
+func dcpJob(t *testing.T, scheme layout.Scheme, faults memnet.Faults) (*jobtest.Job, map[string][]byte) {
+	j := jobtest.New(t, 4, faults, jobtest.Config{
+		Scheme: scheme, SetSize: 4,
+		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second},
+	})
+	j.RestartAll()
+	want := map[string][]byte{}
+	for _, n := range j.Nodes {
+		files := map[string][]byte{
+			"__" + string(rune('0'+n.Index)) + "_0.distcp": bytes(n.Index, 300<<10),
+			"config.json": []byte(`{"written by": ` + string(rune('0'+n.Index)) + `}`),
+		}
+		if n.Index == 0 {
+			files[".metadata"] = []byte("metadata")
+			files["shared/replicated.pt"] = bytes(99, 1<<20)
+		}
+		n.Write("dcp_200", files)
+		for p, b := range files {
+			if p != "config.json" {
+				want[p] = b
+			}
+		}
+	}
+	if err := j.Nodes[0].Protocols.Complete.Complete(context.Background(), "dcp_200"); err != nil {
+		t.Fatal(err)
+	}
+	j.WaitState(wait, "dcp_200", cache.Protected, j.All()...)
+	return j, want
+}
+
+func bytes(seed, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*31 + seed*7 + i/1000)
+	}
+	return b
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// read materializes path p of dataset on node i and returns its bytes.
+func read(t *testing.T, j *jobtest.Job, i int, dataset, p string) ([]byte, error) {
+	t.Helper()
+	ns := j.Nodes[i].Protocols.Namespace
+	v := ns.View(dataset)
+	if v == nil {
+		t.Fatalf("node %d has no view of %s", i, dataset)
+	}
+	e, ok := v.Lookup(p)
+	if !ok {
+		t.Fatalf("node %d: %s/%s not in the view", i, dataset, p)
+	}
+	local, err := ns.Materialize(context.Background(), dataset, e)
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(local)
+}
+
+// TestEveryNodeReadsEveryFile: each node lists the union of the trees and
+// reads every file byte-identical, its own copy of a clashing path and the
+// lowest node's copy otherwise.
+func TestEveryNodeReadsEveryFile(t *testing.T) {
+	j, want := dcpJob(t, layout.Scheme{Kind: layout.KindXOR}, memnet.Faults{})
+	for _, n := range j.Nodes {
+		v := n.Protocols.Namespace.View("dcp_200")
+		var names []string
+		for _, e := range v.ReadDir(".") {
+			names = append(names, e.Path)
+		}
+		if got := strings.Join(names, " "); got != ".metadata __0_0.distcp __1_0.distcp __2_0.distcp __3_0.distcp config.json shared" {
+			t.Errorf("node %d lists %s", n.Index, got)
+		}
+		for p, b := range want {
+			got, err := read(t, j, n.Index, "dcp_200", p)
+			if err != nil || sum(got) != sum(b) {
+				t.Errorf("node %d: %s: %d bytes, %v", n.Index, p, len(got), err)
+			}
+		}
+		got, err := read(t, j, n.Index, "dcp_200", "config.json")
+		if err != nil || !strings.Contains(string(got), string(rune('0'+n.Index))) {
+			t.Errorf("node %d sees config.json %q (%v), want its own", n.Index, got, err)
+		}
+		if v.Clashes() != 1 {
+			t.Errorf("node %d counts %d clashes, want 1", n.Index, v.Clashes())
+		}
+	}
+}
+
+// TestReadersShareOneTransfer: several readers of one remote file on one
+// node move its bytes once.
+func TestReadersShareOneTransfer(t *testing.T) {
+	var sent sync.Map
+	j, want := dcpJob(t, layout.Scheme{Kind: layout.KindXOR}, memnet.Faults{
+		Call: func(from, to int, kind string) memnet.Drop {
+			if kind == "ns-read" {
+				n, _ := sent.LoadOrStore(from, new(int))
+				*n.(*int)++
+			}
+			return memnet.Deliver
+		},
+	})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			got, err := read(t, j, 2, "dcp_200", "shared/replicated.pt")
+			if err != nil || sum(got) != sum(want["shared/replicated.pt"]) {
+				t.Errorf("reader: %d bytes, %v", len(got), err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, _ := sent.Load(2); n == nil || *n.(*int) != 1 {
+		t.Fatalf("node 2 asked node 0 %v times for the file, want once", n)
+	}
+}
+
+// TestCorruptHolderNeverServes: a file changed on its holder after it was
+// protected is refused, never served.
+func TestCorruptHolderNeverServes(t *testing.T) {
+	j, _ := dcpJob(t, layout.Scheme{Kind: layout.KindXOR}, memnet.Faults{})
+	p := filepath.Join(j.Nodes[1].Store.Get("dcp_200").Dir(), "__1_0.distcp")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[100] ^= 1
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := read(t, j, 3, "dcp_200", "__1_0.distcp"); !errors.Is(err, schemes.ErrCorrupt) {
+		t.Fatalf("read of a corrupted file: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestHolderDownWaitsThenFails: a read from a holder that is gone waits at
+// most member_timeout and then fails, naming the node; once a replacement
+// is rebuilt, the read succeeds.
+func TestHolderDownWaitsThenFails(t *testing.T) {
+	j, want := dcpJob(t, layout.Scheme{Kind: layout.KindXOR}, memnet.Faults{})
+	j.Kill(1)
+	start := time.Now()
+	_, err := read(t, j, 3, "dcp_200", "__1_0.distcp")
+	if err == nil || !strings.Contains(err.Error(), "node 1") || time.Since(start) > 10*time.Second {
+		t.Fatalf("read from a node that is down: %v after %v", err, time.Since(start))
+	}
+	j.Wipe(1)
+	<-j.Restart(1)
+	j.WaitState(wait, "dcp_200", cache.Protected, 1)
+	got, err := read(t, j, 3, "dcp_200", "__1_0.distcp")
+	if err != nil || sum(got) != sum(want["__1_0.distcp"]) {
+		t.Fatalf("read after the rebuild: %d bytes, %v", len(got), err)
+	}
+}

@@ -1,0 +1,95 @@
+package namespace
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// readCache keeps whole copies of other nodes' files, at most limit bytes,
+// evicting the least recently used. A copy evicted while open stays
+// readable through its open descriptors (it is only unlinked).
+type readCache struct {
+	dir   string
+	limit int64
+
+	mu    sync.Mutex
+	files map[string]*cached // by path under dir
+	used  int64
+}
+
+type cached struct {
+	size int64
+	used time.Time
+}
+
+func newReadCache(dir string, limit int64) *readCache {
+	return &readCache{dir: dir, limit: limit, files: map[string]*cached{}}
+}
+
+// path returns where the copy of member's file p of dataset lives.
+func (rc *readCache) path(dataset, member, p string) string {
+	return filepath.Join(rc.dir, dataset, member, filepath.FromSlash(p))
+}
+
+// get reports whether a complete copy is there, marking it used.
+func (rc *readCache) get(path string) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	c := rc.files[path]
+	if c != nil {
+		c.used = time.Now()
+	}
+	return c != nil
+}
+
+// add records a complete copy and evicts the least recently used ones
+// beyond the limit (never the one just added).
+func (rc *readCache) add(path string, size int64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if old := rc.files[path]; old != nil {
+		rc.used -= old.size
+	}
+	rc.files[path] = &cached{size: size, used: time.Now()}
+	rc.used += size
+	for rc.used > rc.limit && len(rc.files) > 1 {
+		victim, oldest := "", time.Time{}
+		for p, c := range rc.files {
+			if p != path && (victim == "" || c.used.Before(oldest)) {
+				victim, oldest = p, c.used
+			}
+		}
+		rc.removeLocked(victim)
+	}
+}
+
+func (rc *readCache) removeLocked(path string) {
+	if c := rc.files[path]; c != nil {
+		rc.used -= c.size
+		delete(rc.files, path)
+		os.Remove(path)
+	}
+}
+
+// dropDataset removes every copy of a dataset's files.
+func (rc *readCache) dropDataset(dataset string) {
+	prefix := filepath.Join(rc.dir, dataset) + string(filepath.Separator)
+	rc.mu.Lock()
+	for p := range rc.files {
+		if len(p) > len(prefix) && p[:len(prefix)] == prefix {
+			rc.used -= rc.files[p].size
+			delete(rc.files, p)
+		}
+	}
+	rc.mu.Unlock()
+	os.RemoveAll(filepath.Join(rc.dir, dataset))
+}
+
+// bytes returns what the read cache holds.
+func (rc *readCache) bytes() int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.used
+}
