@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 )
 
 // The struct tags below are the schema the loader works from: toml is the
@@ -28,6 +30,7 @@ type Config struct {
 	Flush      Flush      `toml:"flush"`
 	Fetch      Fetch      `toml:"fetch"`
 	Restart    Restart    `toml:"restart"`
+	Namespace  Namespace  `toml:"namespace"`
 }
 
 // Job identifies the job and holds the secret its daemons authenticate with.
@@ -156,6 +159,30 @@ type Flush struct {
 // Fetch configures restoring datasets from the prefix directory.
 type Fetch struct {
 	Enabled bool `toml:"enabled" scr:"SCR_FETCH" help:"fetch the newest complete dataset when the cache cannot be rebuilt"`
+}
+
+// Namespace configures how every node shows every completed dataset.
+type Namespace struct {
+	// ReadCache bounds the other nodes' files kept here after a read: a
+	// size ("8GiB") or a share of the cache file system ("25%").
+	ReadCache string `toml:"read_cache" help:"how much of other nodes' files a node keeps after reading them"`
+}
+
+// ReadCacheBytes returns namespace.read_cache in bytes, for a cache file
+// system of capacity bytes; an invalid value gives 0 (Validate reports it).
+func (c *Config) ReadCacheBytes(capacity int64) int64 {
+	if pct, ok := strings.CutSuffix(c.Namespace.ReadCache, "%"); ok {
+		n, err := strconv.ParseFloat(pct, 64)
+		if err != nil {
+			return 0
+		}
+		return int64(float64(capacity) * n / 100)
+	}
+	s, err := ParseSize(c.Namespace.ReadCache)
+	if err != nil {
+		return 0
+	}
+	return int64(s)
 }
 
 // Restart configures what happens when a job restarts.

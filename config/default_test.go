@@ -33,9 +33,10 @@ func documented() *Config {
 			Scheme: "auto", SetSize: 8, Replicas: 1, Parity: 2,
 			Timeout: Duration{60 * time.Second}, PieceSize: 4 << 20,
 		},
-		Flush:   Flush{Every: 10, Async: true, Bandwidth: 0, Streams: 4, CRC: true},
-		Fetch:   Fetch{Enabled: true},
-		Restart: Restart{FromCache: true, MemberTimeout: Duration{120 * time.Second}},
+		Flush:     Flush{Every: 10, Async: true, Bandwidth: 0, Streams: 4, CRC: true},
+		Fetch:     Fetch{Enabled: true},
+		Restart:   Restart{FromCache: true, MemberTimeout: Duration{120 * time.Second}},
+		Namespace: Namespace{ReadCache: "25%"},
 	}
 }
 

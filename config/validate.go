@@ -256,4 +256,7 @@ func (c *Config) validateData(v *checker) {
 	}
 	v.between("flush.streams", c.Flush.Streams, 1, 64)
 	v.positive("restart.member_timeout", c.Restart.MemberTimeout)
+	if rc := c.Namespace.ReadCache; c.ReadCacheBytes(1<<40) <= 0 || (strings.HasSuffix(rc, "%") && c.ReadCacheBytes(100) > 100) {
+		v.fail("namespace.read_cache", `%q: want a size like "8GiB" or a share of the cache file system like "25%%" (more than 0, at most 100%%)`, rc)
+	}
 }

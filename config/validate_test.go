@@ -206,6 +206,11 @@ func TestValidateEveryKey(t *testing.T) {
 		{"restart.from_cache", func(c *Config) { c.Restart.FromCache = false }, true},
 		{"restart.member_timeout", func(c *Config) { c.Restart.MemberTimeout = sec("1s") }, true},
 		{"restart.member_timeout", func(c *Config) { c.Restart.MemberTimeout = sec("0s") }, false},
+		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "8GiB" }, true},
+		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "100%" }, true},
+		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "150%" }, false},
+		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "0" }, false},
+		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "lots" }, false},
 	}
 	covered := map[string]bool{}
 	for _, r := range rows {

@@ -65,6 +65,15 @@ type Dataset struct {
 	OpenWrite  int       `json:"open_for_write"`
 	Flush      *Flush    `json:"flush,omitempty"`
 	Rebuild    *Progress `json:"rebuild,omitempty"` // a rebuild under way
+	// Seq is the dataset's place in the job's completion order, once the
+	// job agreed its record (0 before).
+	Seq uint64 `json:"seq,omitempty"`
+	// JobFiles and JobBytes count the files of every node, as every node
+	// shows them once the dataset is recorded; Clashes the paths several
+	// nodes wrote (each sees its own copy, the others the lowest node's).
+	JobFiles int64 `json:"job_files,omitempty"`
+	JobBytes int64 `json:"job_bytes,omitempty"`
+	Clashes  int   `json:"clashes,omitempty"`
 }
 
 // Progress is how far a long operation has come.

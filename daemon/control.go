@@ -158,7 +158,12 @@ func (d *Daemon) status() control.Status {
 		st.Node.Cache = control.Cache{UsedBytes: sp.Used, CapacityBytes: sp.Capacity, AvailableBytes: sp.Available}
 	}
 	for _, ds := range d.store.Datasets() {
-		st.Datasets = append(st.Datasets, datasetStatus(ds.Info()))
+		row := datasetStatus(ds.Info())
+		if v := d.proto.Load().Namespace.View(row.Name); v != nil {
+			row.JobFiles, row.JobBytes = v.Files()
+			row.Clashes = v.Clashes()
+		}
+		st.Datasets = append(st.Datasets, row)
 	}
 	d.addRebuilds(&st)
 	d.proto.Load().Flusher.AddStatus(&st)
@@ -171,7 +176,7 @@ func (d *Daemon) status() control.Status {
 func datasetStatus(info cache.Info) control.Dataset {
 	out := control.Dataset{
 		Name: info.Name, State: string(info.State), Files: info.Files, Bytes: info.Bytes,
-		ID: info.ID, Kind: string(info.Kind), Root: info.Root, Created: info.Created, Completed: info.Completed,
+		ID: info.ID, Seq: info.Seq, Kind: string(info.Kind), Root: info.Root, Created: info.Created, Completed: info.Completed,
 		Age: time.Since(info.Created).Seconds(), Reason: info.Reason, Completing: info.Completing,
 		OpenWrite: info.Writers,
 	}

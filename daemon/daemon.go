@@ -183,13 +183,25 @@ func (d *Daemon) startProtocols() (stop func(), err error) {
 		MemberTimeout:  c.Restart.MemberTimeout.Duration,
 		Prefix:         c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
 		Streams: c.Flush.Streams, CRC: c.Flush.CRC, Async: c.Flush.Async, Bandwidth: int64(c.Flush.Bandwidth),
-		Logger: d.log, Registerer: d.reg,
+		ReadCache: d.readCacheBytes(),
+		Logger:    d.log, Registerer: d.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.proto.Store(pr)
 	return pr.Close, nil
+}
+
+// readCacheBytes resolves namespace.read_cache against the cache file
+// system's size.
+func (d *Daemon) readCacheBytes() int64 {
+	sp, err := d.store.Space()
+	if err != nil {
+		d.log.Warn("cache file system size unknown: the read cache takes 1 GiB", "err", err)
+		return 1 << 30
+	}
+	return d.cfg.ReadCacheBytes(sp.Capacity)
 }
 
 func (d *Daemon) mountFS() error {

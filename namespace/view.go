@@ -101,6 +101,17 @@ func (v *View) ReadDir(p string) []*Entry {
 // wrote.
 func (v *View) Clashes() int { return v.clashes }
 
+// Files returns how many regular files the view shows and their bytes.
+func (v *View) Files() (files, bytes int64) {
+	for _, e := range v.entries {
+		if e.Meta.Type == schemes.Regular || e.Meta.Type == schemes.HardLink {
+			files++
+			bytes += e.Meta.Size
+		}
+	}
+	return files, bytes
+}
+
 // Len is the number of entries, the root included.
 func (v *View) Len() int { return len(v.entries) }
 
