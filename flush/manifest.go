@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -29,14 +30,23 @@ type Manifest struct {
 	Entries []Entry
 }
 
-// ForNode returns the entries node flushed, the share it fetches on a
-// restart with the same number of nodes. The slice is a fresh copy.
-func (m *Manifest) ForNode(node int) []Entry {
+
+// ForNodes returns the entries the given nodes flushed, in manifest order,
+// each directory once: the share one node of a smaller job fetches.
+func (m *Manifest) ForNodes(nodes []int) []Entry {
 	var out []Entry
+	dirs := map[string]bool{}
 	for _, e := range m.Entries {
-		if e.Node == node {
-			out = append(out, e)
+		if !slices.Contains(nodes, e.Node) {
+			continue
 		}
+		if e.Type == TypeDir {
+			if dirs[e.Path] {
+				continue
+			}
+			dirs[e.Path] = true
+		}
+		out = append(out, e)
 	}
 	return out
 }

@@ -119,7 +119,7 @@ func TestMergeManifest(t *testing.T) {
 	for node := range 3 {
 		want := sampleEntries(node)
 		sortEntries(want)
-		if got := m.ForNode(node); !reflect.DeepEqual(got, want) {
+		if got := m.ForNodes([]int{node}); !reflect.DeepEqual(got, want) {
 			t.Errorf("ForNode(%d) = %+v", node, got)
 		}
 	}

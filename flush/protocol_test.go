@@ -62,7 +62,7 @@ func TestProtocol(t *testing.T) {
 	}
 	for i := range nodes {
 		dst := filepath.Join(fastDir(t), "ckpt.7")
-		must(t, Fetch(ctx, filepath.Join(prefix, "ckpt.7"), dst, m2.ForNode(i), Options{CRC: true, Logger: lg}))
+		must(t, Fetch(ctx, filepath.Join(prefix, "ckpt.7"), dst, m2.ForNodes([]int{i}), Options{CRC: true, Logger: lg}))
 		if got, want := treeOf(t, dst), treeOf(t, filepath.Join(caches[i], "ckpt.7")); !reflect.DeepEqual(got, want) {
 			t.Errorf("node %d fetched %v, had %v", i, got, want)
 		}

@@ -205,10 +205,6 @@ func (f *Flusher) coordinateFetch(ctx context.Context) {
 	}
 }
 
-// usable is the daemon's test of an index entry: its files were flushed by
-// as many nodes as this job has, so node i fetches what node i flushed.
-func (f *Flusher) usable(e flush.IndexEntry) bool { return e.Nodes == f.o.Nodes }
-
 // fetchNewest tries the candidates newest first until one is fetched.
 func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 	gathered := false
@@ -217,7 +213,7 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 		if err != nil {
 			return fetchOutcome{Reason: "the prefix index is unreadable: " + err.Error()}
 		}
-		e, ok := ix.Newest(f.usable)
+		e, ok := ix.Newest(nil)
 		if !ok {
 			if len(ix.Datasets) == 0 {
 				f.log.Info("nothing to fetch: no dataset was flushed to the prefix yet", "prefix", f.prefix)
@@ -261,15 +257,13 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 
 // noCandidate explains why the index offers nothing to fetch.
 func (f *Flusher) noCandidate(ix *flush.Index) string {
-	var failed, flushing, sized []string
+	var failed, flushing []string
 	for _, e := range ix.Datasets {
 		switch {
 		case e.State != flush.StateComplete:
 			flushing = append(flushing, e.Name)
 		case len(e.FailedFetches) > 0:
 			failed = append(failed, e.Name)
-		case !f.usable(e):
-			sized = append(sized, fmt.Sprintf("%s (%d nodes)", e.Name, e.Nodes))
 		}
 	}
 	var parts []string
@@ -278,9 +272,6 @@ func (f *Flusher) noCandidate(ix *flush.Index) string {
 	}
 	if len(flushing) > 0 {
 		parts = append(parts, "never completed their flush: "+strings.Join(flushing, ", "))
-	}
-	if len(sized) > 0 {
-		parts = append(parts, fmt.Sprintf("flushed by another number of nodes than this job's %d: %s", f.o.Nodes, strings.Join(sized, ", ")))
 	}
 	if ix.Current != "" {
 		parts = append(parts, "nothing older than the current dataset "+ix.Current+" is usable")

@@ -29,9 +29,6 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	if err != nil {
 		return nil, err
 	}
-	if man.Nodes != f.o.Nodes {
-		return nil, fmt.Errorf("fetch %s: flushed by %d nodes, this job has %d", m.Dataset, man.Nodes, f.o.Nodes)
-	}
 	staging := f.o.Store.StagingDir(m.Dataset)
 	if err := os.RemoveAll(staging); err != nil {
 		return nil, fmt.Errorf("fetch %s: clear staging directory: %w", m.Dataset, err)
@@ -44,7 +41,10 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	o.Progress = func(done, total int64) {
 		f.met.rate.WithLabelValues("fetch").Set(meter.update(done, total))
 	}
-	entries := man.ForNode(f.self)
+	// A job of another size than the one that flushed: node j takes the
+	// parts of nodes j, j+M, j+2M, … (M this job's nodes); the namespace
+	// shows every node all of them.
+	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	err = flush.Fetch(ctx, layout.PrefixDatasetDir(f.prefix, m.Dataset), staging, entries, o)
 	f.met.rate.WithLabelValues("fetch").Set(0)
 	if err != nil {
@@ -106,4 +106,14 @@ func (f *Flusher) handleAbort(ctx context.Context, from int, m fetchMsg) (any, e
 		return nil, fmt.Errorf("drop staged fetch of %s: %w", m.Dataset, err)
 	}
 	return struct{}{}, nil
+}
+
+// assignedParts returns the parts (the nodes that flushed them, of flushed
+// in all) node self of a job of nodes fetches: self, self+nodes, ….
+func assignedParts(flushed, nodes, self int) []int {
+	var out []int
+	for i := self; i < flushed; i += nodes {
+		out = append(out, i)
+	}
+	return out
 }

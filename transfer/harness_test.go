@@ -33,7 +33,11 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, nodes int, faults memnet.Faults) *fixture {
-	prefix := filepath.Join(t.TempDir(), "prefix")
+	return newFixtureAt(t, nodes, faults, filepath.Join(t.TempDir(), "prefix"))
+}
+
+// newFixtureAt is newFixture over an existing prefix (a later job's).
+func newFixtureAt(t *testing.T, nodes int, faults memnet.Faults, prefix string) *fixture {
 	return &fixture{
 		Job: jobtest.New(t, nodes, faults, jobtest.Config{
 			Scheme: layout.Scheme{Kind: layout.KindSingle}, SetSize: 1,

@@ -2,7 +2,10 @@ package transfer_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +129,62 @@ func TestPeerNamesChecked(t *testing.T) {
 			t.Errorf("%s with a made-up name: %v", kind, err)
 		}
 	}
+}
+
+// TestFetchOnAnotherNodeCount: a checkpoint three nodes flushed is fetched
+// by a job of two (node 0 takes the parts of nodes 0 and 2) and by a job
+// of five (nodes 3 and 4 take nothing); every node of the new job reads
+// every file, byte-identical, through its namespace, and the dataset is
+// recorded in the new job's layout.
+func TestFetchOnAnotherNodeCount(t *testing.T) {
+	f := newFixture(t, 3, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 80<<10)
+	f.flush(0, "ckpt.1")
+	f.waitFlush("ckpt.1", cache.FlushDone)
+	want := map[string]string{}
+	for i := range f.Nodes {
+		for p, s := range f.written["ckpt.1"][i] {
+			want[p] = s
+		}
+	}
+	for _, nodes := range []int{2, 5} {
+		t.Run("", func(t *testing.T) {
+			g := newFixtureAt(t, nodes, memnet.Faults{}, f.prefix)
+			g.startAll()
+			g.Wait(wait, "ckpt.1 recorded again on every node", func() string { return g.Describe("ckpt.1") }, func() bool {
+				for _, n := range g.Nodes {
+					if ds := n.Store.Get("ckpt.1"); ds == nil || ds.Info().Seq == 0 {
+						return false
+					}
+					if v := n.Protocols.Namespace.View("ckpt.1"); v == nil || v.Rev != 1 {
+						return false
+					}
+				}
+				return true
+			})
+			for _, n := range g.Nodes {
+				v := n.Protocols.Namespace.View("ckpt.1")
+				for p, s := range want {
+					e, ok := v.Lookup(p)
+					if !ok {
+						t.Fatalf("node %d of %d does not show %s", n.Index, nodes, p)
+					}
+					local, err := n.Protocols.Namespace.Materialize(context.Background(), "ckpt.1", e)
+					if err != nil {
+						t.Fatalf("node %d of %d: %s: %v", n.Index, nodes, p, err)
+					}
+					b, err := os.ReadFile(local)
+					if err != nil || sha(b) != s {
+						t.Fatalf("node %d of %d: %s differs (%v)", n.Index, nodes, p, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
 }
