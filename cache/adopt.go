@@ -23,6 +23,8 @@ func (s *Store) StagingDir(name string) string {
 // not recorded yet). It fails with ErrExists if a dataset of that name is in
 // the cache. Like any completion it counts against the cache size, by its
 // sequence; OnComplete is not called (the caller decides what happens next).
+// It is refused with ErrControlFull, the files left in staged, when the
+// state cannot be written: after a restart the cache would not know them.
 func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed time.Time) (*Dataset, error) {
 	if !st.Completed() {
 		return nil, fmt.Errorf("adopt %s: state %s is not a completed state", r.Name, st)
@@ -57,24 +59,30 @@ func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed ti
 	}
 	d.began = "" // not written here
 	d.state, d.completed, d.seq, d.files, d.bytes = st, completed, seq, usage.files, usage.bytes
-	err = s.persistLocked()
+	if err := s.persistLocked(); err != nil {
+		delete(s.datasets, r.Name)
+		if rerr := os.Rename(dir, staged); rerr != nil {
+			s.log.Error("adopt refused, and its files could not be moved back", "dataset", r.Name, "dir", dir, "err", rerr)
+		}
+		s.mu.Unlock()
+		return nil, refusal("adopt "+r.Name, err)
+	}
 	evicted := s.evictLocked()
 	s.mu.Unlock()
 	s.log.Info("dataset adopted into cache", "dataset", r.Name, "state", st, "files", usage.files, "bytes", usage.bytes)
 	s.removed(evicted)
-	return d, err
+	return d, nil
 }
 
 // ReserveIDs makes every dataset created from now on get an id of at least
 // next. The prefix index orders datasets by id across allocations, so a new
-// allocation continues from the largest id the index knows.
+// allocation continues from the largest id the index knows (and a restart
+// reserves them again: kept in memory when the state cannot be written).
 func (s *Store) ReserveIDs(next uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if next > s.nextID {
 		s.nextID = next
-		if err := s.persistLocked(); err != nil {
-			s.log.Warn("persist dataset ids", "err", err)
-		}
+		s.persistLocked()
 	}
 }

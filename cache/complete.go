@@ -14,7 +14,11 @@ const maxFailures = 16
 
 // finishCompletion moves d to Complete if its completion was requested and no
 // file is open for writing. The file count is taken from the directory, not
-// from the running tally, so the recorded numbers are exact.
+// from the running tally, so the recorded numbers are exact. A completion
+// whose state cannot be written does not happen (after a crash the dataset
+// would come back as writing and fail, while the job counted on it): it
+// waits, with its reason saying so, and the store completes it as soon as
+// the state can be written.
 func (s *Store) finishCompletion(d *Dataset) {
 	d.mu.Lock()
 	if d.state != Writing || d.completing == "" || d.writers > 0 || d.removed {
@@ -40,13 +44,16 @@ func (s *Store) finishCompletion(d *Dataset) {
 	} else {
 		d.files, d.bytes = usage.files, usage.bytes
 	}
-	d.state, d.completed = Complete, time.Now()
+	d.state, d.completed, d.reason = Complete, time.Now(), ""
 	info := d.infoLocked()
 	d.mu.Unlock()
 	if err := s.persistLocked(); err != nil {
-		// The dataset is complete in memory; after a crash it would come
-		// back as writing, which is the safe direction.
-		s.log.Error("persist completion", "dataset", info.Name, "err", err)
+		d.mu.Lock()
+		d.state, d.completed = Writing, time.Time{}
+		d.reason = "its completion waits until the cache state can be written: " + err.Error()
+		d.mu.Unlock()
+		s.mu.Unlock()
+		return
 	}
 	evicted := s.evictLocked()
 	s.mu.Unlock()
@@ -62,7 +69,9 @@ func (s *Store) finishCompletion(d *Dataset) {
 
 // SetRecord records what the job agreed about a completed dataset: its
 // job-wide completion sequence number and time, which decide its age for
-// eviction on every node alike.
+// eviction on every node alike. The caller keeps the record itself with the
+// dataset's files first, so when the state cannot be written the change is
+// kept in memory: a restart reads the record again.
 func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
 	s.mu.Lock()
 	d := s.datasets[name]
@@ -79,15 +88,16 @@ func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
 	}
 	d.seq, d.completed = seq, completed
 	d.mu.Unlock()
-	err := s.persistLocked()
+	s.persistLocked()
 	evicted := s.evictLocked()
 	s.mu.Unlock()
 	s.removed(evicted)
-	return err
+	return nil
 }
 
 // SetState records the outcome of redundancy for a completed dataset
-// (Protected or Degraded, with a reason for Degraded).
+// (Protected or Degraded, with a reason for Degraded). When the state cannot
+// be written the change is kept in memory: a restart takes stock again.
 func (s *Store) SetState(name string, to State, reason string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,11 +113,14 @@ func (s *Store) SetState(name string, to State, reason string) error {
 	}
 	d.state, d.reason = to, reason
 	d.mu.Unlock()
-	return s.persistLocked()
+	s.persistLocked()
+	return nil
 }
 
 // Fail marks dataset name failed with a reason and removes its files from the
-// cache. The record stays visible in Failures.
+// cache. The record stays visible in Failures. When the state cannot be
+// written the failure is kept in memory: with its files gone, a restart
+// reports the dataset failed too (its directory missing).
 func (s *Store) Fail(name, reason string) error {
 	s.mu.Lock()
 	d := s.datasets[name]
@@ -116,11 +129,11 @@ func (s *Store) Fail(name, reason string) error {
 		return fmt.Errorf("fail %s: %w", name, ErrNotFound)
 	}
 	info := s.dropLocked(d, Failed, reason)
-	err := s.persistLocked()
+	s.persistLocked()
 	s.mu.Unlock()
 	s.log.Warn("dataset failed", "dataset", name, "reason", reason)
 	s.removed([]Info{info})
-	return err
+	return nil
 }
 
 // dropLocked takes d out of the cache: its directory goes to the trash (so a
@@ -140,10 +153,7 @@ func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
 	d.mu.Unlock()
 	delete(s.datasets, info.Name)
 	if final == Failed {
-		s.failed = append(s.failed, info)
-		if len(s.failed) > maxFailures {
-			s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
-		}
+		s.rememberFailedLocked(info)
 	}
 	if err := s.toTrash(dir, info.ID); err != nil && !os.IsNotExist(err) {
 		s.log.Error("remove dataset from cache", "dataset", info.Name, "err", err)
@@ -151,12 +161,23 @@ func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
 	return info
 }
 
+// rememberFailedLocked keeps a failed dataset for status, the newest
+// maxFailures. s.mu must be held.
+func (s *Store) rememberFailedLocked(info Info) {
+	s.failed = append(s.failed, info)
+	if len(s.failed) > maxFailures {
+		s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
+	}
+}
+
 // evictLocked drops the oldest completed datasets beyond the cache size,
 // skipping pinned ones (being encoded or flushed). Age is the job-wide
 // completion order of the datasets' records, never this node's local
 // order: a node that rebuilt or fetched datasets in another order evicts
 // the same ones as every other node. A completed dataset not yet recorded
-// counts as the newest. s.mu must be held.
+// counts as the newest. Nothing is evicted while the state cannot be
+// written (a restart would report the datasets lost): the cache holds more
+// until it can. s.mu must be held.
 func (s *Store) evictLocked() []Info {
 	var done []*Dataset
 	for _, d := range s.sortedLocked() {
@@ -165,22 +186,33 @@ func (s *Store) evictLocked() []Info {
 		}
 	}
 	slices.SortStableFunc(done, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
-	var evicted []Info
 	// The newest CacheSize completed datasets always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
+	var victims []*Dataset
 	for _, d := range done[:max(0, len(done)-s.opts.CacheSize)] {
 		d.mu.Lock()
 		pinned := d.pins > 0 || d.flush.pending()
 		d.mu.Unlock()
-		if pinned {
-			continue
+		if !pinned {
+			victims = append(victims, d)
 		}
-		evicted = append(evicted, s.dropLocked(d, "", ""))
 	}
-	if len(evicted) > 0 {
-		if err := s.persistLocked(); err != nil {
-			s.log.Error("persist eviction", "err", err)
+	if len(victims) == 0 {
+		return nil
+	}
+	// The state without them first, then their files.
+	for _, d := range victims {
+		delete(s.datasets, d.Name())
+	}
+	if err := s.persistLocked(); err != nil {
+		for _, d := range victims {
+			s.datasets[d.Name()] = d
 		}
+		return nil
+	}
+	var evicted []Info
+	for _, d := range victims {
+		evicted = append(evicted, s.dropLocked(d, "", ""))
 	}
 	return evicted
 }
@@ -214,7 +246,8 @@ func (s *Store) removed(infos []Info) {
 
 // Drop removes dataset name from the cache without recording a failure: the
 // daemon discards it on purpose (restart.from_cache = false, or a corrupt
-// copy about to be rebuilt). why is logged.
+// copy about to be rebuilt). why is logged. When the state cannot be
+// written the drop is kept in memory, like a failure.
 func (s *Store) Drop(name, why string) error {
 	s.mu.Lock()
 	d := s.datasets[name]
@@ -223,14 +256,14 @@ func (s *Store) Drop(name, why string) error {
 		return fmt.Errorf("drop %s: %w", name, ErrNotFound)
 	}
 	info := s.dropLocked(d, "", "")
-	err := s.persistLocked()
+	s.persistLocked()
 	s.mu.Unlock()
 	s.log.Info("dataset dropped from cache", "dataset", name, "why", why)
 	if s.opts.OnRemove != nil {
 		s.opts.OnRemove(info)
 	}
 	go s.emptyTrash()
-	return err
+	return nil
 }
 
 // FailWriting fails every dataset still being written: after a restart they
@@ -248,19 +281,17 @@ func (s *Store) FailWriting(reason string) {
 
 // NoteFailed records that dataset r failed elsewhere in the job although
 // this node holds none of it (a replacement learning that a checkpoint is
-// lost), so every node's status tells the same story.
+// lost), so every node's status tells the same story. When the state cannot
+// be written the note is kept in memory: it only informs.
 func (s *Store) NoteFailed(r Route, reason string) error {
 	info := Info{Name: r.Name, Kind: r.Kind, Root: r.Root, State: Failed, Reason: reason, Created: time.Now()}
 	s.mu.Lock()
-	s.failed = append(s.failed, info)
-	if len(s.failed) > maxFailures {
-		s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
-	}
-	err := s.persistLocked()
+	s.rememberFailedLocked(info)
+	s.persistLocked()
 	s.mu.Unlock()
 	s.log.Warn("dataset failed", "dataset", r.Name, "reason", reason)
 	s.metrics.removed(info)
-	return err
+	return nil
 }
 
 // ageKey orders completed datasets for eviction: recorded ones by their

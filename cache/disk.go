@@ -39,9 +39,9 @@ func scanUsage(dir string) (usage, error) {
 	return u, err
 }
 
-// removeEmptyDataset removes a dataset directory that holds nothing but
-// scrfs's own metadata.
-func removeEmptyDataset(dir string) error {
+// checkEmptyDataset fails with ErrNotEmpty unless the dataset directory dir
+// holds nothing but scrfs's own metadata (or is gone).
+func checkEmptyDataset(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -54,7 +54,7 @@ func removeEmptyDataset(dir string) error {
 			return ErrNotEmpty
 		}
 	}
-	return os.RemoveAll(dir)
+	return nil
 }
 
 func (s *Store) trashDir() string {
@@ -103,18 +103,40 @@ func (s *Store) NamespaceDirs() map[string]uint32 {
 }
 
 // AddNamespaceDir records a plain directory the application created at
-// mount-relative path p, so it survives a restart.
+// mount-relative path p (or its new mode), so it survives a restart. It is
+// refused when the state cannot be written: only the state remembers it.
 func (s *Store) AddNamespaceDir(p string, mode uint32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old, had := s.ns[p]
 	s.ns[p] = mode
-	return s.persistLocked()
+	if err := s.persistLocked(); err != nil {
+		s.restoreNSLocked(p, old, had)
+		return refusal("directory "+p, err)
+	}
+	return nil
 }
 
-// RemoveNamespaceDir forgets a plain directory.
+// RemoveNamespaceDir forgets a plain directory; like AddNamespaceDir, it is
+// refused when the state cannot be written.
 func (s *Store) RemoveNamespaceDir(p string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	old, had := s.ns[p]
 	delete(s.ns, p)
-	return s.persistLocked()
+	if err := s.persistLocked(); err != nil {
+		s.restoreNSLocked(p, old, had)
+		return refusal("remove directory "+p, err)
+	}
+	return nil
+}
+
+// restoreNSLocked undoes a change of namespace directory p. s.mu must be
+// held.
+func (s *Store) restoreNSLocked(p string, mode uint32, had bool) {
+	if had {
+		s.ns[p] = mode
+	} else {
+		delete(s.ns, p)
+	}
 }

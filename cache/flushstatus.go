@@ -42,7 +42,8 @@ func (f FlushStatus) recovered() FlushStatus {
 }
 
 // SetFlush records dataset name's flush status. Only changes of State are
-// persisted; progress updates stay in memory.
+// persisted; progress updates stay in memory, and so does a change of State
+// when the state cannot be written (flushes resume after a restart).
 func (s *Store) SetFlush(name string, st FlushStatus) error {
 	s.mu.Lock()
 	d := s.datasets[name]
@@ -54,15 +55,14 @@ func (s *Store) SetFlush(name string, st FlushStatus) error {
 	changed := d.flush.State != st.State
 	d.flush = st
 	d.mu.Unlock()
-	var err error
 	var evicted []Info
 	if changed {
-		err = s.persistLocked()
+		s.persistLocked()
 		if !st.pending() {
 			evicted = s.evictLocked()
 		}
 	}
 	s.mu.Unlock()
 	s.removed(evicted)
-	return err
+	return nil
 }

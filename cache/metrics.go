@@ -20,8 +20,8 @@ type metrics struct {
 }
 
 type collector struct {
-	s                          *Store
-	datasets, used, cap, avail *prometheus.Desc
+	s                                    *Store
+	datasets, used, cap, avail, readOnly *prometheus.Desc
 }
 
 func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
@@ -59,6 +59,9 @@ func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
 				"Size of the file system holding the cache directory.", nil, nil),
 			avail: prometheus.NewDesc("scrfs_cache_available_bytes",
 				"Bytes still available to the daemon on the cache file system.", nil, nil),
+			readOnly: prometheus.NewDesc("scrfs_cache_read_only",
+				"1 while the cache state cannot be written to the control directory (the cache is then read-only: completed datasets are served, new ones refused), with the reason of the last failed write; 0 for every reason otherwise.",
+				[]string{"reason"}, nil),
 		},
 	}
 	if reg != nil {
@@ -101,6 +104,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.used
 	ch <- c.cap
 	ch <- c.avail
+	ch <- c.readOnly
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -116,6 +120,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.datasets, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
 	ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(used))
+	// Every reason always has a series, so alerts see the change.
+	ro, active := c.s.ReadOnly()
+	for _, reason := range ReadOnlyReasons {
+		v := 0.0
+		if active && ro.Reason == reason {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.readOnly, prometheus.GaugeValue, v, reason)
+	}
 	if u, err := c.s.Space(); err == nil {
 		ch <- prometheus.MustNewConstMetric(c.cap, prometheus.GaugeValue, float64(u.Capacity))
 		ch <- prometheus.MustNewConstMetric(c.avail, prometheus.GaugeValue, float64(u.Available))

@@ -41,7 +41,9 @@ const stateName = "state.json"
 
 // persistLocked writes state.json: temporary file, fsync, rename, fsync of
 // the directory, so a crash leaves either the old or the new state, whole.
-// s.mu must be held.
+// The outcome enters or leaves the read-only condition (readonly.go); a
+// caller whose change a restart could not reconstruct undoes it on an
+// error. s.mu must be held.
 func (s *Store) persistLocked() error {
 	st := stateFile{Version: stateVersion, NodeID: s.nodeID, NextID: s.nextID, Failed: s.failed}
 	for _, d := range s.sortedLocked() {
@@ -54,7 +56,9 @@ func (s *Store) persistLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode cache state: %w", err)
 	}
-	if err := s.control.WriteFileAtomic(stateName, data, 0o600); err != nil {
+	err = s.control.WriteFileAtomic(stateName, data, 0o600)
+	s.noteWriteLocked(err)
+	if err != nil {
 		return fmt.Errorf("persist cache state: %w", err)
 	}
 	return nil
@@ -71,6 +75,7 @@ func (s *Store) openDirs() error {
 		s.cache.Close()
 		return fmt.Errorf("control directory: %w", err)
 	}
+	s.control.OnWriteError(s.controlWriteFailed)
 	if s.lock, err = lockControlDir(s.control); err != nil {
 		s.cache.Close()
 		s.control.Close()
@@ -93,6 +98,11 @@ func (s *Store) closeDirs() error {
 // is truncated only once known to be our own plain file.
 func lockControlDir(dir *jobdir.Dir) (*os.File, error) {
 	f, err := dir.OpenFile("lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, syscall.EROFS) {
+		// A control file system remounted read-only: the lock a killed
+		// daemon left is still there to take (flock needs no write).
+		f, err = dir.OpenFile("lock", os.O_RDONLY, 0)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cache: lock: %w", err)
 	}
@@ -111,17 +121,30 @@ func lockControlDir(dir *jobdir.Dir) (*os.File, error) {
 		n, _ := f.ReadAt(pid, 0)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrLocked, dir.Path(), strings.TrimSpace(string(pid[:n])))
+			holder := strings.TrimSpace(string(pid[:n]))
+			if holder == "" {
+				holder = "unknown: its control directory was full when it started"
+			}
+			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrLocked, dir.Path(), holder)
 		}
 		return nil, fmt.Errorf("cache: lock %s: %w", dir.Join("lock"), err)
 	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// The pid overwrites the old one in place before the rest is cut, so
+	// that a full file system (which has no block for a new one) still
+	// gets it; if even that fails, an empty file says "unknown" rather
+	// than naming a dead daemon (a read-only one keeps the old pid).
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if _, err := f.WriteAt(pid, 0); err != nil {
+		pid = nil
 	}
+	f.Truncate(int64(len(pid)))
 	return f, nil
 }
 
-// recover loads state.json and reconciles it with the cache directory.
+// recover loads state.json and reconciles it with the cache directory. The
+// reconciled state is written back if it can be; if not, the store opens
+// read-only (everything recover changes, a later restart reconciles the
+// same way).
 func (s *Store) recover() error {
 	st, err := s.readState()
 	if err != nil {
@@ -141,7 +164,8 @@ func (s *Store) recover() error {
 		s.recoverDataset(info)
 	}
 	s.adoptOrphans()
-	return s.persistLocked()
+	s.persistLocked()
+	return nil
 }
 
 // readState reads state.json. A missing file is a fresh cache. One that does

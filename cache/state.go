@@ -68,6 +68,10 @@ var (
 	ErrClosed = errors.New("cache store is closed")
 	// ErrLocked: another daemon holds the control directory.
 	ErrLocked = errors.New("control directory is in use by another scrfs daemon")
+	// ErrControlFull: the store is read-only because its state cannot be
+	// written to the control directory (ENOSPC, whatever the cause: the
+	// error's text names it). See ReadOnly.
+	ErrControlFull = errors.New("the control directory is full or cannot be written; the cache is read-only until its state can be saved")
 )
 
 // errnos is what each sentinel means to an application at the mount and to
@@ -83,6 +87,7 @@ var errnos = []struct {
 	{ErrNotEmpty, syscall.ENOTEMPTY},
 	{ErrClosed, syscall.EIO},
 	{ErrLocked, syscall.EBUSY},
+	{ErrControlFull, syscall.ENOSPC},
 }
 
 // Errno returns the errno that err stands for when it is (or wraps) one of

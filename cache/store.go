@@ -85,12 +85,20 @@ type Store struct {
 	spares     []spare // oldest first
 	spareSeq   uint64
 	spareTimer *time.Timer // expires spares; nil when none wait
+	ro         readOnlyState
+
+	writable chan struct{} // a write succeeded after read-only: resume (buffered, 1)
+	probe    chan struct{} // another file of the control directory failed to write (buffered, 1)
+	stop     chan struct{} // closed by Close: retry ends
+	retried  chan struct{} // closed when retry has ended
 }
 
 // Open claims the control directory, loads the persisted state, reconciles it
 // with what is in the cache directory and returns the store. A dataset that
 // was complete before a crash is complete again; one that was being written
-// comes back as writing (never as complete).
+// comes back as writing (never as complete). Learning what the cache holds
+// needs no free space: a store whose state cannot be written opens
+// read-only (see ReadOnly).
 func Open(opts Options) (*Store, error) {
 	if opts.CacheSize < 1 {
 		return nil, fmt.Errorf("cache: cache size %d: must be at least 1", opts.CacheSize)
@@ -108,6 +116,10 @@ func Open(opts Options) (*Store, error) {
 		datasets: make(map[string]*Dataset),
 		ns:       make(map[string]uint32),
 		nextID:   1,
+		writable: make(chan struct{}, 1),
+		probe:    make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		retried:  make(chan struct{}),
 	}
 	if err := s.openDirs(); err != nil {
 		return nil, err
@@ -124,6 +136,7 @@ func Open(opts Options) (*Store, error) {
 	os.RemoveAll(s.spareDir())
 	s.metrics = newMetrics(s, opts.Registerer)
 	go s.emptyTrash()
+	go s.retry()
 	return s, nil
 }
 
@@ -147,6 +160,8 @@ func (s *Store) Close() error {
 		d.mu.Unlock()
 	}
 	s.mu.Unlock()
+	close(s.stop)
+	<-s.retried
 	s.metrics.unregister()
 	return s.closeDirs()
 }
@@ -233,6 +248,15 @@ func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 		s.mu.Unlock()
 		return nil, false, fmt.Errorf("%w: %v", ErrNoDataset, err)
 	}
+	if s.ro.active() {
+		// Refused before the job hears of it, unless the state can be
+		// written again by now.
+		if err := s.persistLocked(); err != nil {
+			err = s.refuseStartLocked(r, err)
+			s.mu.Unlock()
+			return nil, false, err
+		}
+	}
 	if s.opts.OnStart != nil {
 		s.mu.Unlock()
 		if err := s.opts.OnStart(r); err != nil {
@@ -288,6 +312,7 @@ func (s *Store) createLocked(r Route) (*Dataset, bool, error) {
 	// entry whose directory recover() recreates, never an orphan.
 	if err := s.persistLocked(); err != nil {
 		delete(s.datasets, r.Name)
+		err = s.refuseStartLocked(r, err)
 		s.mu.Unlock()
 		return nil, false, err
 	}
@@ -311,6 +336,19 @@ func (s *Store) createLocked(r Route) (*Dataset, bool, error) {
 		s.ruleFired(o, "next dataset "+r.Name+" started")
 	}
 	return d, true, nil
+}
+
+// refuseStartLocked refuses dataset r because the state could not be
+// written (err), and remembers it here as failed: the job may have begun it
+// on other nodes, and this node, which can hold none of it, must not vouch
+// for an empty share of it. s.mu must be held.
+func (s *Store) refuseStartLocked(r Route, err error) error {
+	reason := "could not be started on this node: its cache was read-only (" + err.Error() + ")"
+	if !slices.ContainsFunc(s.failed, func(i Info) bool { return i.Name == r.Name && i.Reason == reason }) {
+		s.rememberFailedLocked(Info{Name: r.Name, Kind: r.Kind, Root: r.Root, State: Failed, Reason: reason, Created: time.Now()})
+		s.log.Warn("dataset refused: the cache is read-only", "dataset", r.Name, "err", err)
+	}
+	return refusal("start dataset "+r.Name, err)
 }
 
 func (s *Store) newDatasetLocked(r Route) *Dataset {
@@ -372,13 +410,15 @@ func (s *Store) rename(d *Dataset, to Route, fire bool) error {
 	}
 	d.name, d.route = to.Name, to
 	d.mu.Unlock()
-	err := s.persistLocked()
+	// Kept in memory if the state cannot be written: a dataset still
+	// being written fails at a restart under either name.
+	s.persistLocked()
 	s.mu.Unlock()
 	s.log.Info("dataset renamed", "dataset", to.Name, "from", from)
 	if fire {
 		s.ruleFired(d, "renamed from "+from)
 	}
-	return err
+	return nil
 }
 
 // Remove deletes a writing dataset that holds no files (the application
@@ -392,15 +432,24 @@ func (s *Store) Remove(d *Dataset) error {
 		return fmt.Errorf("remove dataset %s: %w", d.name, ErrReadOnly)
 	}
 	dir := layout.DatasetDir(s.CacheDir(), d.name)
-	if err := removeEmptyDataset(dir); err != nil {
+	if err := checkEmptyDataset(dir); err != nil {
 		return fmt.Errorf("remove dataset %s: %w", d.name, err)
+	}
+	// The state first: if it cannot be written, the dataset stays (a
+	// restart would otherwise report it failed).
+	delete(s.datasets, d.name)
+	if err := s.persistLocked(); err != nil {
+		s.datasets[d.name] = d
+		return refusal("remove dataset "+d.name, err)
 	}
 	d.removed = true
 	if d.idle != nil {
 		d.idle.Stop()
 	}
-	delete(s.datasets, d.name)
-	return s.persistLocked()
+	if err := os.RemoveAll(dir); err != nil {
+		s.log.Warn("remove empty dataset directory", "dataset", d.name, "err", err)
+	}
+	return nil
 }
 
 // RequestComplete asks for dataset name to complete (scrfs complete NAME). It

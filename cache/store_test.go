@@ -23,7 +23,8 @@ type testStore struct {
 	done      chan string // receives every completed dataset's name
 }
 
-func newTestStore(t *testing.T, rules Rules, cacheSize int) *testStore {
+// newTestStore opens a store on temp dirs; opts may change its options.
+func newTestStore(t *testing.T, rules Rules, cacheSize int, opts ...func(*Options)) *testStore {
 	t.Helper()
 	base := t.TempDir()
 	ts := &testStore{done: make(chan string, 64)}
@@ -44,6 +45,9 @@ func newTestStore(t *testing.T, rules Rules, cacheSize int) *testStore {
 			ts.removes = append(ts.removes, i.Name)
 			ts.mu.Unlock()
 		},
+	}
+	for _, o := range opts {
+		o(&ts.opts)
 	}
 	ts.reopen(t)
 	return ts

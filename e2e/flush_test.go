@@ -8,13 +8,13 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // Flush and fetch end to end: real daemons flush to a prefix directory on
@@ -477,7 +477,7 @@ func TestFlushPrefixUnusable(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("a small file system for the prefix needs root (mount -t tmpfs)")
 		}
-		prefix := smallMount(t, "size=1m")
+		prefix := testutil.MountTmpfs(t, "size=1m")
 		n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
 		writeRandom(t, n.Path("ckpt.1", "big.bin"), 3<<20, 1)
 		must(t, os.WriteFile(n.Path("ckpt.1", "COMPLETE"), nil, 0o644))
@@ -505,7 +505,7 @@ func TestFlushPrefixUnusable(t *testing.T) {
 	t.Run("read-only", func(t *testing.T) {
 		var prefix, reason string
 		if os.Geteuid() == 0 {
-			prefix, reason = smallMount(t, "ro,size=1m"), "read-only file system"
+			prefix, reason = testutil.MountTmpfs(t, "ro,size=1m"), "read-only file system"
 		} else {
 			prefix, reason = t.TempDir(), "permission denied"
 			must(t, os.Chmod(prefix, 0o555))
@@ -524,17 +524,6 @@ func TestFlushPrefixUnusable(t *testing.T) {
 		sameSums(t, "dataset after the failed flush", treeSums(t, n.Path("ckpt.1")), want)
 		writeRandom(t, n.Path("ckpt.2", "more.bin"), 1<<20, 7)
 	})
-}
-
-// smallMount mounts a tmpfs with opts on a fresh directory for the test.
-func smallMount(t *testing.T, opts string) string {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
 }
 
 // clusterSums is what every node of c shows of dataset through its mount.

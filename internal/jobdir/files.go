@@ -125,13 +125,24 @@ func (d *Dir) ReadFile(name string, limit int64) ([]byte, error) {
 
 // WriteFileAtomic replaces name with data so that a crash at any moment
 // leaves either the old content or the new, never a mix (see package
-// atomicfile: nothing planted is reused or followed).
+// atomicfile: nothing planted is reused or followed). A failure is also
+// reported to the OnWriteError hook.
 func (d *Dir) WriteFileAtomic(name string, data []byte, perm os.FileMode) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return atomicfile.WriteAt(d.f, name, data, perm)
+	err := atomicfile.WriteAt(d.f, name, data, perm)
+	if err != nil && d.writeFailed != nil {
+		d.writeFailed(name, err)
+	}
+	return err
 }
+
+// OnWriteError makes every failed WriteFileAtomic call f with the file's
+// name and the error, whoever wrote: the directory's owner learns that its
+// file system is full from the first writer that finds out. Call it before
+// the Dir is shared; f must not block.
+func (d *Dir) OnWriteError(f func(name string, err error)) { d.writeFailed = f }
 
 // Sync flushes the directory's entries to stable storage.
 func (d *Dir) Sync() error { return atomicfile.SyncDir(d.f) }

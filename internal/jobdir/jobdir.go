@@ -73,6 +73,9 @@ func (p Path) Inspect() (*Dir, error) { return open(p.Base, p.Names, false, os.G
 type Dir struct {
 	f    *os.File
 	path string // for messages and for code that still needs a path
+	// writeFailed hears of every failed WriteFileAtomic; set once,
+	// before the Dir is shared (OnWriteError).
+	writeFailed func(name string, err error)
 }
 
 // Create opens base/names[0]/names[1]/..., creating what is missing with
