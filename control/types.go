@@ -39,6 +39,24 @@ type Node struct {
 	Cache          Cache  `json:"cache"`
 	Metrics        string `json:"metrics,omitempty"` // metrics address, "" if disabled or unavailable
 	Ready          bool   `json:"ready"`
+	// ReadOnly is set while the daemon cannot write its state into the
+	// control directory (full, over quota, read-only or failing): it
+	// serves every dataset it holds, refuses new ones with ENOSPC, and
+	// leaves this condition by itself at the first write that succeeds.
+	ReadOnly *ReadOnly `json:"read_only,omitempty"`
+}
+
+// ReadOnly says why and since when a daemon's cache is read-only.
+type ReadOnly struct {
+	Since time.Time `json:"since"`
+	// Reason is "no_space", "quota", "read_only_fs" or "error" (the
+	// reason label of scrfs_cache_read_only).
+	Reason string `json:"reason"`
+	// Error is the last failed write of the state, with the path.
+	Error string `json:"error"`
+	// FailedWrites counts the writes that failed since Since; the daemon
+	// tries again on every change and every few seconds.
+	FailedWrites int `json:"failed_writes"`
 }
 
 // Cache is the cache file system's usage.

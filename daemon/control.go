@@ -3,16 +3,19 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/transfer"
 	"golang.org/x/sys/unix"
 )
@@ -22,9 +25,83 @@ import (
 // lands there whatever happens to the path) with mode 0600, and serves only
 // the peers checkPeer lets through. The daemon holds the control
 // directory's lock, so a socket file already there is a leftover of a
-// crashed daemon.
+// crashed daemon. A socket needs no data block, but its directory entry
+// may: on a full control file system the daemon starts without it, says so
+// loudly, and binds it as soon as it can (the mount serves meanwhile).
 func (d *Daemon) serveControl() (stop func(), err error) {
 	dir := d.store.ControlDir()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", d.handleStatus)
+	mux.HandleFunc("POST /v1/complete", d.handleComplete)
+	mux.HandleFunc("POST /v1/flush", d.handleFlushRequest)
+	mux.HandleFunc("GET /v1/flush", d.handleFlushProgress)
+	srv := &http.Server{
+		Handler:           d.checkPeer(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext:       withPeerCred,
+	}
+	var wg sync.WaitGroup
+	serve := func(ln net.Listener) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srv.Serve(ln) // closes ln when the server shuts down
+		}()
+	}
+	quit := make(chan struct{})
+	ln, err := listenControl(dir)
+	switch {
+	case err == nil:
+		serve(ln)
+	case !storageFull(err):
+		return nil, err
+	default:
+		d.log.Error("control socket cannot be created: scrfs status, flush and complete cannot reach this daemon until it can; the mount keeps serving",
+			"socket", dir.Join(control.SocketName), "err", err,
+			"fix", "free space on the control directory's file system; scrfs retries every "+controlRetry.String())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ln := d.retryControl(quit); ln != nil {
+				serve(ln)
+			}
+		}()
+	}
+	return func() {
+		close(quit)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		wg.Wait()
+		dir.Remove(control.SocketName)
+	}, nil
+}
+
+// controlRetry is how often a daemon without its control socket tries to
+// bind it again.
+const controlRetry = 2 * time.Second
+
+// retryControl binds the control socket every controlRetry until it can
+// (and returns it) or quit is closed (nil).
+func (d *Daemon) retryControl(quit <-chan struct{}) net.Listener {
+	t := time.NewTicker(controlRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-quit:
+			return nil
+		case <-t.C:
+		}
+		if ln, err := listenControl(d.store.ControlDir()); err == nil {
+			d.log.Info("control socket created: the daemon answers scrfs commands again", "socket", d.store.ControlDir().Join(control.SocketName))
+			return ln
+		}
+	}
+}
+
+// listenControl binds the control socket in dir with mode 0600, replacing
+// a leftover one.
+func listenControl(dir *jobdir.Dir) (net.Listener, error) {
 	sock, err := dir.SocketPath(control.SocketName)
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
@@ -39,30 +116,16 @@ func (d *Daemon) serveControl() (stop func(), err error) {
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	if err := dir.Chmod(control.SocketName, 0o600); err != nil {
 		ln.Close()
+		dir.Remove(control.SocketName)
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", d.handleStatus)
-	mux.HandleFunc("POST /v1/complete", d.handleComplete)
-	mux.HandleFunc("POST /v1/flush", d.handleFlushRequest)
-	mux.HandleFunc("GET /v1/flush", d.handleFlushProgress)
-	srv := &http.Server{
-		Handler:           d.checkPeer(mux),
-		ReadHeaderTimeout: 10 * time.Second,
-		ConnContext:       withPeerCred,
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		srv.Serve(ln)
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-		dir.Remove(control.SocketName)
-	}, nil
+	return ln, nil
+}
+
+// storageFull reports an error of a file system that has no room, or takes
+// no writes, for what the daemon keeps in its control directory.
+func storageFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EROFS)
 }
 
 // peerCredKey is the context key of a control connection's credentials.
@@ -154,6 +217,9 @@ func (d *Daemon) status() control.Status {
 	if d.mount != nil {
 		st.Node.Mountpoint = d.mount.Dir()
 	}
+	if ro, active := d.store.ReadOnly(); active {
+		st.Node.ReadOnly = &control.ReadOnly{Since: ro.Since, Reason: ro.Reason, Error: ro.Err.Error(), FailedWrites: ro.Failures}
+	}
 	if sp, err := d.store.Space(); err == nil {
 		st.Node.Cache = control.Cache{UsedBytes: sp.Used, CapacityBytes: sp.Capacity, AvailableBytes: sp.Available}
 	}
@@ -215,6 +281,8 @@ func writeError(w http.ResponseWriter, err error) {
 			code = http.StatusNotFound
 		case syscall.EROFS, syscall.EEXIST, syscall.ENOTEMPTY, syscall.EBUSY:
 			code = http.StatusConflict
+		case syscall.ENOSPC:
+			code = http.StatusInsufficientStorage
 		}
 	}
 	writeJSON(w, code, control.Error{Err: err.Error(), Errno: int32(errno)})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +71,10 @@ var ErrorCodes = []jobnet.Code{
 	{Name: "corrupt", Err: schemes.ErrCorrupt},
 	{Name: "mismatch", Err: schemes.ErrMismatch},
 	{Name: "not_held", Err: namespace.ErrNotHeld},
+	// A node whose control directory is full refuses what it cannot
+	// record; an application on another node sees ENOSPC too.
+	{Name: "control_full", Err: cache.ErrControlFull},
+	{Name: "no_space", Err: syscall.ENOSPC},
 }
 
 // Run runs a daemon until ctx is cancelled, then shuts it down cleanly:

@@ -80,6 +80,10 @@ func printStatus(w io.Writer, st *control.Status) {
 	if n.Prefix != "" {
 		fmt.Fprintf(w, "prefix %s\n", n.Prefix)
 	}
+	if ro := n.ReadOnly; ro != nil {
+		fmt.Fprintf(w, "READ-ONLY since %s (%s ago, %d failed writes): the cache state cannot be written (%s: %s); completed datasets are served, new ones refused (ENOSPC); retrying\n",
+			ro.Since.Local().Format(time.DateTime), roundDuration(time.Since(ro.Since).Seconds()), ro.FailedWrites, ro.Reason, ro.Error)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tFILES\tBYTES\tAGE\tNOTE")

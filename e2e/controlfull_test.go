@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
+)
+
+// TestControlFullRestart (issue 12, reproduction 8): a daemon killed with
+// -9 whose control file system then fills up starts again, read-only: it
+// serves its checkpoint byte-identical, says why in `scrfs status --json`,
+// the log and the metrics, refuses new datasets with ENOSPC (so a
+// checkpoint begun meanwhile fails job-wide, with its reason, rather than
+// being protected without its share), and the other nodes keep everything.
+// Once space is freed it leaves read-only by itself, new checkpoints work
+// on every node again, and what it kept in memory meanwhile was written: a
+// second kill -9 brings everything back.
+func TestControlFullRestart(t *testing.T) {
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE")
+	n := c.Nodes[2]
+	// Node 2's control directory sits on a small file system of its own.
+	n.Control = testutil.MountTmpfs(t, "size=1m")
+	n.Env = append(n.Env, "SCRFS_PATHS_CONTROL_BASE="+n.Control, "SCRFS_METRICS_LISTEN=127.0.0.1:0")
+	c.Start()
+	want1 := writeCheckpoint(t, c, "ckpt.1", 50_000)
+
+	n.Kill()
+	free := testutil.Fill(t, n.Control)
+	n.Start()
+
+	ro := n.Status().Node.ReadOnly
+	if ro == nil || ro.Reason != "no_space" || !strings.Contains(ro.Error, "no space left on device") || ro.Since.IsZero() {
+		t.Fatalf("node 2 restarted on a full control file system: status read_only %+v", ro)
+	}
+	n.WaitLog(time.Second, "cannot write the cache state: read-only until it can", "reason=no_space")
+	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 1 {
+		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v while read-only`, v)
+	}
+	for i, node := range c.Nodes {
+		if d := node.Dataset("ckpt.1"); d == nil || d.State != "protected" {
+			t.Fatalf("node %d with node 2 read-only: ckpt.1 is %+v", i, d)
+		}
+		sameMeta(t, fmt.Sprintf("node %d's ckpt.1 with node 2 read-only", i), treeMeta(t, node.Path("ckpt.1")), want1[i])
+	}
+
+	// A checkpoint begun now cannot hold node 2's share: node 2 refuses
+	// it with ENOSPC, and the job fails it rather than protect it.
+	for i, node := range c.Nodes {
+		if i != 2 {
+			writeRandom(t, node.Path("ckpt.2", fmt.Sprintf("rank_%d.bin", i)), 50_000, uint64(i))
+		}
+	}
+	if err := os.Mkdir(n.Path("ckpt.2"), 0o755); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("mkdir of a new dataset on the read-only node: %v, want ENOSPC", err)
+	}
+	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.2", "COMPLETE"), nil, 0o644))
+	c.WaitState(60*time.Second, "ckpt.2", "failed")
+	for i, node := range c.Nodes {
+		st := node.Status()
+		if d := findRow(&st, "ckpt.2"); d == nil || !strings.Contains(d.Reason, "read-only") {
+			t.Errorf("node %d: ckpt.2 is %+v, want failed saying node 2 was read-only", i, d)
+		}
+	}
+	if ro := n.Status().Node.ReadOnly; ro == nil || ro.FailedWrites < 2 {
+		t.Fatalf("node 2 after refusing a dataset: read_only %+v", ro)
+	}
+
+	// Space comes back: node 2 leaves read-only by itself.
+	free()
+	waitFor(t, 30*time.Second, "node 2 leaves read-only", func() bool { return n.Status().Node.ReadOnly == nil })
+	n.WaitLog(time.Second, "leaving read-only")
+	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 0 {
+		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v after space came back`, v)
+	}
+	want3 := writeCheckpoint(t, c, "ckpt.3", 50_000)
+
+	// What node 2 kept in memory while read-only was written: after
+	// another kill -9 every checkpoint comes back.
+	n.Kill()
+	n.Start()
+	if ro := n.Status().Node.ReadOnly; ro != nil {
+		t.Fatalf("node 2 restarted with space: read_only %+v", ro)
+	}
+	n.WaitState(60*time.Second, "ckpt.3", "protected")
+	for name, want := range map[string][]map[string]string{"ckpt.1": want1, "ckpt.3": want3} {
+		for i, node := range c.Nodes {
+			sameMeta(t, fmt.Sprintf("node %d's %s at the end", i, name), treeMeta(t, node.Path(name)), want[i])
+		}
+	}
+	st := n.Status()
+	if d := findRow(&st, "ckpt.2"); d == nil || d.State != "failed" {
+		t.Errorf("node 2 after the second restart: ckpt.2 is %+v, want still failed", d)
+	}
+}
