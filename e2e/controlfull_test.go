@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/internal/testutil"
 )
 
@@ -96,5 +97,37 @@ func TestControlFullRestart(t *testing.T) {
 	st := n.Status()
 	if d := findRow(&st, "ckpt.2"); d == nil || d.State != "failed" {
 		t.Errorf("node 2 after the second restart: ckpt.2 is %+v, want still failed", d)
+	}
+}
+
+// TestControlFillsWhileWriting: node 2's control file system fills while a
+// checkpoint is being written. Its completion cannot be recorded there, so
+// it waits (the dataset stays writing, saying why, its bytes safe) instead
+// of being completed in memory only; once space is freed within the
+// completion round it completes, and the job protects it on every node.
+func TestControlFillsWhileWriting(t *testing.T) {
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE",
+		"SCRFS_REDUNDANCY_TIMEOUT=60s")
+	n := c.Nodes[2]
+	n.Control = testutil.MountTmpfs(t, "size=1m")
+	n.Env = append(n.Env, "SCRFS_PATHS_CONTROL_BASE="+n.Control)
+	c.Start()
+	for i, node := range c.Nodes {
+		writeRandom(t, node.Path("ckpt.1", fmt.Sprintf("rank_%d.bin", i)), 50_000, uint64(i))
+	}
+	free := testutil.Fill(t, n.Control)
+	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
+	want := clusterSums(t, c, "ckpt.1")
+	d := n.WaitDataset(30*time.Second, "ckpt.1", "waiting to complete", func(d *control.Dataset) bool {
+		return d != nil && d.State == "writing" && strings.Contains(d.Reason, "waits until the cache state can be written")
+	})
+	if ro := n.Status().Node.ReadOnly; ro == nil || ro.Reason != "no_space" {
+		t.Fatalf("node 2 while its completion waits: read_only %+v, dataset %+v", ro, d)
+	}
+
+	free()
+	c.WaitState(60*time.Second, "ckpt.1", "protected")
+	for i, node := range c.Nodes {
+		sameSums(t, fmt.Sprintf("node %d's ckpt.1", i), treeSums(t, node.Path("ckpt.1")), want[i])
 	}
 }

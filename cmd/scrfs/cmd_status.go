@@ -115,6 +115,8 @@ func printStatus(w io.Writer, st *control.Status) {
 // note says what a dataset is waiting for or why it is in its state.
 func note(d control.Dataset) string {
 	switch {
+	case d.Completing != "" && d.State == "writing" && d.Reason != "":
+		return fmt.Sprintf("completing (%s): %s", d.Completing, d.Reason)
 	case d.Completing != "" && d.State == "writing":
 		return fmt.Sprintf("completing (%s), %d open for write", d.Completing, d.OpenWrite)
 	case d.OpenWrite > 0:
