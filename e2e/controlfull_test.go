@@ -23,32 +23,7 @@ import (
 // on every node again, and what it kept in memory meanwhile was written: a
 // second kill -9 brings everything back.
 func TestControlFullRestart(t *testing.T) {
-	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE")
-	n := c.Nodes[2]
-	// Node 2's control directory sits on a small file system of its own.
-	n.Control = testutil.MountTmpfs(t, "size=1m")
-	n.Env = append(n.Env, "SCRFS_PATHS_CONTROL_BASE="+n.Control, "SCRFS_METRICS_LISTEN=127.0.0.1:0")
-	c.Start()
-	want1 := writeCheckpoint(t, c, "ckpt.1", 50_000)
-
-	n.Kill()
-	free := testutil.Fill(t, n.Control)
-	n.Start()
-
-	ro := n.Status().Node.ReadOnly
-	if ro == nil || ro.Reason != "no_space" || !strings.Contains(ro.Error, "no space left on device") || ro.Since.IsZero() {
-		t.Fatalf("node 2 restarted on a full control file system: status read_only %+v", ro)
-	}
-	n.WaitLog(time.Second, "cannot write the cache state: read-only until it can", "reason=no_space")
-	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 1 {
-		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v while read-only`, v)
-	}
-	for i, node := range c.Nodes {
-		if d := node.Dataset("ckpt.1"); d == nil || d.State != "protected" {
-			t.Fatalf("node %d with node 2 read-only: ckpt.1 is %+v", i, d)
-		}
-		sameMeta(t, fmt.Sprintf("node %d's ckpt.1 with node 2 read-only", i), treeMeta(t, node.Path("ckpt.1")), want1[i])
-	}
+	c, n, want1, free := restartControlFull(t, 2)
 
 	// A checkpoint begun now cannot hold node 2's share: node 2 refuses
 	// it with ENOSPC, and the job fails it rather than protect it.
@@ -74,12 +49,7 @@ func TestControlFullRestart(t *testing.T) {
 
 	// Space comes back: node 2 leaves read-only by itself.
 	free()
-	waitFor(t, 30*time.Second, "node 2 leaves read-only", func() bool { return n.Status().Node.ReadOnly == nil })
-	n.WaitLog(time.Second, "leaving read-only")
-	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 0 {
-		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v after space came back`, v)
-	}
-	want3 := writeCheckpoint(t, c, "ckpt.3", 50_000)
+	want3 := awaitWritable(t, c, n)
 
 	// What node 2 kept in memory while read-only was written: after
 	// another kill -9 every checkpoint comes back.
@@ -98,6 +68,71 @@ func TestControlFullRestart(t *testing.T) {
 	if d := findRow(&st, "ckpt.2"); d == nil || d.State != "failed" {
 		t.Errorf("node 2 after the second restart: ckpt.2 is %+v, want still failed", d)
 	}
+}
+
+// TestControlFullCoordinator: the same for node 0, which must record when
+// every dataset begins: while it cannot, no dataset can begin anywhere
+// (ENOSPC on every node), and the job resumes once space is freed.
+func TestControlFullCoordinator(t *testing.T) {
+	c, n, want1, free := restartControlFull(t, 0)
+	if err := os.Mkdir(c.Nodes[1].Path("ckpt.2"), 0o755); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("mkdir of a new dataset on node 1 while node 0 is read-only: %v, want ENOSPC", err)
+	}
+	free()
+	want3 := awaitWritable(t, c, n)
+	for name, want := range map[string][]map[string]string{"ckpt.1": want1, "ckpt.3": want3} {
+		for i, node := range c.Nodes {
+			sameMeta(t, fmt.Sprintf("node %d's %s at the end", i, name), treeMeta(t, node.Path(name)), want[i])
+		}
+	}
+}
+
+// restartControlFull starts 4 daemons (xor) with node i's control
+// directory on a small file system of its own, protects ckpt.1, kills
+// node i with -9, fills its control file system and starts it again; it
+// checks that node i is read-only (status, log, metric) and that every
+// node still holds ckpt.1 protected, byte-identical. free frees the space.
+func restartControlFull(t *testing.T, i int) (c *Cluster, n *Node, want1 []map[string]string, free func()) {
+	t.Helper()
+	c = NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE")
+	n = c.Nodes[i]
+	n.Control = testutil.MountTmpfs(t, "size=1m")
+	n.Env = append(n.Env, "SCRFS_PATHS_CONTROL_BASE="+n.Control, "SCRFS_METRICS_LISTEN=127.0.0.1:0")
+	c.Start()
+	want1 = writeCheckpoint(t, c, "ckpt.1", 50_000)
+
+	n.Kill()
+	free = testutil.Fill(t, n.Control)
+	n.Start()
+
+	ro := n.Status().Node.ReadOnly
+	if ro == nil || ro.Reason != "no_space" || !strings.Contains(ro.Error, "no space left on device") || ro.Since.IsZero() {
+		t.Fatalf("node %d restarted on a full control file system: status read_only %+v", i, ro)
+	}
+	n.WaitLog(time.Second, "cannot write the cache state: read-only until it can", "reason=no_space")
+	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 1 {
+		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v while read-only`, v)
+	}
+	for j, node := range c.Nodes {
+		if d := node.Dataset("ckpt.1"); d == nil || d.State != "protected" {
+			t.Fatalf("node %d with node %d read-only: ckpt.1 is %+v", j, i, d)
+		}
+		sameMeta(t, fmt.Sprintf("node %d's ckpt.1 with node %d read-only", j, i), treeMeta(t, node.Path("ckpt.1")), want1[j])
+	}
+	return c, n, want1, free
+}
+
+// awaitWritable waits until n, whose control file system has room again,
+// leaves read-only by itself (status, log, metric), then protects a new
+// checkpoint, ckpt.3, on every node and returns what each shows of it.
+func awaitWritable(t *testing.T, c *Cluster, n *Node) []map[string]string {
+	t.Helper()
+	waitFor(t, 30*time.Second, n.Mount+" leaves read-only", func() bool { return n.Status().Node.ReadOnly == nil })
+	n.WaitLog(time.Second, "leaving read-only")
+	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 0 {
+		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v after space came back`, v)
+	}
+	return writeCheckpoint(t, c, "ckpt.3", 50_000)
 }
 
 // TestControlFillsWhileWriting: node 2's control file system fills while a
