@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/klauspost/reedsolomon"
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 // encodeSource is the bytes the in-process encoders read, cycled: larger
@@ -90,7 +91,7 @@ func measureEncode(p, k int, total int64, rounds int) (encodeRates, error) {
 				samples = append(samples, d)
 			}
 		}
-		*m.rate = float64(total) / median(samples).Seconds()
+		*m.rate = float64(total) / job.Median(samples).Seconds()
 	}
 	return out, nil
 }

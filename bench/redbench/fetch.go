@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 // fetchResult is the cold restart from the prefix: the full-size
@@ -31,33 +33,32 @@ func dropCaches() bool {
 // coldFetch flushes dataset ds (protected on every node of c) to the
 // cluster's prefix pfx, then -rounds times restarts the whole cluster from
 // nothing and times the fetch with its re-protect, and cp -r.
-func (b *bench) coldFetch(ctx context.Context, c *cluster, pfx, ds string, size int64) *fetchResult {
+func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, size int64) *fetchResult {
 	fr := &fetchResult{dropped: true}
-	flush := exec.CommandContext(ctx, c.bin, "flush", "--wait", ds)
-	flush.Env = append(environWithout("SCRFS_"), c.nodes[0].env...)
+	flush := c.Command(ctx, c.Nodes[0], "flush", "--wait", ds)
 	if out, err := flush.CombinedOutput(); err != nil {
 		fr.err = fmt.Errorf("scrfs flush --wait %s: %w\n%s", ds, err, out)
 		return fr
 	}
-	timeout := 2*time.Minute + time.Duration(size*int64(len(c.nodes))/(10<<20))*time.Second
+	timeout := 2*time.Minute + time.Duration(size*int64(len(c.Nodes))/(10<<20))*time.Second
 	for r := range b.o.rounds {
-		c.stop()
-		for _, n := range c.nodes {
+		c.Stop()
+		for _, n := range c.Nodes {
 			if err := wipe(n); err != nil {
 				fr.err = err
 				return fr
 			}
 		}
 		fr.dropped = dropCaches() && fr.dropped
-		if err := c.start(ctx); err != nil {
+		if err := c.Start(ctx); err != nil {
 			fr.err = err
 			return fr
 		}
 		wctx, cancel := context.WithTimeout(ctx, timeout)
-		began, err := c.nodes[0].log.wait(wctx, isEvent("fetching from the prefix", ds), nil)
-		var prot []event
+		began, err := c.Nodes[0].Log().Wait(wctx, job.IsEvent("fetching from the prefix", ds), nil)
+		var prot []job.Event
 		if err == nil {
-			prot, err = c.waitAll(wctx, timeout, isEvent("dataset protected", ds), outcomeOf(ds))
+			prot, err = c.WaitAll(wctx, timeout, job.IsEvent("dataset protected", ds), job.OutcomeOf(ds))
 		}
 		cancel()
 		if err != nil {
@@ -89,9 +90,9 @@ func (b *bench) coldFetch(ctx context.Context, c *cluster, pfx, ds string, size 
 }
 
 // wipe removes a stopped node's cache and control directories.
-func wipe(n *node) error {
-	if err := os.RemoveAll(n.cacheBase); err != nil {
+func wipe(n *job.Node) error {
+	if err := os.RemoveAll(n.CacheBase); err != nil {
 		return err
 	}
-	return os.RemoveAll(n.ctlBase)
+	return os.RemoveAll(n.ControlBase)
 }

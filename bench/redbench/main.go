@@ -7,15 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -65,12 +61,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-link %q: want a rate such as 2gbit or 500mbit", o.link)
 	}
 	var err error
-	if o.size, err = parseSize(*sizeArg); err != nil || o.size < 1 {
+	if o.size, err = job.ParseSize(*sizeArg); err != nil || o.size < 1 {
 		return o, fmt.Errorf("-size %q: want a positive size such as 1GiB", *sizeArg)
 	}
 	o.small = o.size / 4
 	if *smallArg != "" {
-		if o.small, err = parseSize(*smallArg); err != nil || o.small < 0 || o.small >= o.size {
+		if o.small, err = job.ParseSize(*smallArg); err != nil || o.small < 0 || o.small >= o.size {
 			return o, fmt.Errorf("-small %q: want 0 or a size below -size", *smallArg)
 		}
 	}
@@ -130,7 +126,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		b.echo = stderr
 	}
 	if b.bin = o.bin; b.bin == "" {
-		if b.bin, err = build(work); err != nil {
+		if b.bin, err = job.Build(work); err != nil {
 			return err
 		}
 	}
@@ -180,54 +176,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	report(stdout, o, schemes, sizes, enc, median(walls(stream)), results)
+	report(stdout, o, schemes, sizes, enc, job.Median(walls(stream)), results)
 	if len(failed) > 0 {
 		return fmt.Errorf("%d measurement(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}
 	return nil
-}
-
-// build compiles cmd/scrfs into work. The package path (not ./cmd/scrfs)
-// works from any directory inside the module; outside it, use -bin.
-func build(work string) (string, error) {
-	bin := filepath.Join(work, "scrfs")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/scrfs/scrfs/cmd/scrfs").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build scrfs (run inside the module, or give -bin): %w\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// parseSize parses "1GiB", "256MiB", "64KiB" or a plain number of bytes.
-func parseSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(v), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: %w", s, err)
-	}
-	if n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q out of range", s)
-	}
-	return n * mult, nil
-}
-
-// median returns the middle of the samples (the upper middle of an even
-// count); 0 for none.
-func median[T int64 | float64 | time.Duration](v []T) T {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

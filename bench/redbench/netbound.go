@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -28,7 +29,7 @@ type netBench struct {
 // sample is one timed run: wall time, and what the process used meanwhile.
 type sample struct {
 	wall time.Duration
-	used usage
+	used job.Usage
 }
 
 // buffers returns n buffers, allocating and touching (so the first timed
@@ -107,7 +108,7 @@ func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, e
 	t0 := time.Now()
 	close(start)
 	wg.Wait()
-	s := sample{wall: time.Since(t0), used: processUsage().sub(u0)}
+	s := sample{wall: time.Since(t0), used: processUsage().Sub(u0)}
 	if err := errors.Join(errs...); err != nil {
 		return sample{}, fmt.Errorf("loopback transfer: %w", err)
 	}
@@ -115,12 +116,12 @@ func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, e
 }
 
 // processUsage returns what this process used so far.
-func processUsage() usage {
+func processUsage() job.Usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return usage{}
+		return job.Usage{}
 	}
-	return usage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), faults: ru.Minflt + ru.Majflt}
+	return job.Usage{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), Faults: ru.Minflt + ru.Majflt}
 }
 
 // connectPair returns the two ends of a TCP connection from host a to host b.
@@ -193,7 +194,7 @@ func walls(v []sample) []time.Duration {
 func cpus(v []sample) []time.Duration {
 	out := make([]time.Duration, len(v))
 	for i, s := range v {
-		out[i] = s.used.cpu
+		out[i] = s.used.CPU
 	}
 	return out
 }
@@ -202,7 +203,7 @@ func cpus(v []sample) []time.Duration {
 func faults(v []sample) []int64 {
 	out := make([]int64, len(v))
 	for i, s := range v {
-		out[i] = s.used.faults
+		out[i] = s.used.Faults
 	}
 	return out
 }

@@ -149,11 +149,11 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 		}()
 	}
 	wg.Wait()
-	u := processUsage().sub(u0)
+	u := processUsage().Sub(u0)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("node %d: %w", s.index, err)
 	}
-	fmt.Fprintf(out, "done %d %d\n", u.cpu.Nanoseconds(), u.faults)
+	fmt.Fprintf(out, "done %d %d\n", u.CPU.Nanoseconds(), u.Faults)
 	return nil
 }
 

@@ -121,8 +121,8 @@ func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample,
 		if err == nil {
 			var cpu, faults int64
 			if _, err = fmt.Sscan(rest, &cpu, &faults); err == nil {
-				s.used.cpu += time.Duration(cpu)
-				s.used.faults += faults
+				s.used.CPU += time.Duration(cpu)
+				s.used.Faults += faults
 			}
 		}
 		errs = append(errs, err)

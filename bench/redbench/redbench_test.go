@@ -1,17 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestMain lets the test binary serve as a node process (netnode.go), as
@@ -100,93 +97,6 @@ func TestParseSchemes(t *testing.T) {
 	}
 	if l := (scheme{kind: "rs", parity: 2}).losses(); len(l) != 2 || l[1] != 2 {
 		t.Errorf("rs(k=2) losses %v, want [1 2]", l)
-	}
-}
-
-// TestParseEvent decodes what slog's JSON handler (log.format = "json")
-// really writes, and refuses what it does not.
-func TestParseEvent(t *testing.T) {
-	var buf bytes.Buffer
-	slog.New(slog.NewJSONHandler(&buf, nil)).Info("dataset protected", "dataset", "ckpt.3", "sent", int64(3<<30), "restored_here", true)
-	before := time.Now()
-	ev, ok := parseEvent(buf.Bytes())
-	if !ok {
-		t.Fatalf("parseEvent(%q) failed", buf.String())
-	}
-	if !ev.is("dataset protected", "ckpt.3") || ev.is("dataset protected", "ckpt.30") || ev.Level != "INFO" {
-		t.Fatalf("event %+v", ev)
-	}
-	if ev.num("sent") != 3<<30 || !ev.flag("restored_here") || ev.str("sent") != "" {
-		t.Fatalf("attributes %+v", ev.Attrs)
-	}
-	if d := before.Sub(ev.Time); d < 0 || d > time.Minute {
-		t.Fatalf("time %v, now %v", ev.Time, before)
-	}
-	for _, bad := range []string{"", "plain text", `{"msg":"no time"}`, `{"time":"yesterday","msg":"x"}`, `{"time":`, `[1,2]`} {
-		if _, ok := parseEvent([]byte(bad)); ok {
-			t.Errorf("parseEvent(%q) accepted", bad)
-		}
-	}
-}
-
-func FuzzParseEvent(f *testing.F) {
-	f.Add([]byte(`{"time":"2026-01-02T03:04:05.123456789Z","level":"INFO","msg":"dataset complete","dataset":"ckpt.1","bytes":1073741824}`))
-	f.Add([]byte(`{"time":"2026-01-02T03:04:05Z","msg":7,"dataset":["x"],"lost":[1,2]}`))
-	f.Add([]byte(`fuse: warning`))
-	f.Add([]byte(`{"time":null}`))
-	f.Fuzz(func(t *testing.T, line []byte) {
-		ev, ok := parseEvent(line)
-		if !ok {
-			return
-		}
-		if ev.Time.IsZero() && !bytes.Contains(line, []byte("0001-01-01")) {
-			t.Fatalf("accepted %q with a zero time", line)
-		}
-		// Accessors never panic whatever the attribute types.
-		ev.str("dataset")
-		ev.num("bytes")
-		ev.flag("restored_here")
-		ev.is("dataset complete", "ckpt.1")
-	})
-}
-
-// TestLogWatch: a wait sees lines that arrive later, stops at a failure
-// line, and ends when the log does.
-func TestLogWatch(t *testing.T) {
-	r, w := io.Pipe()
-	lw := newLogWatch("node 0", nil)
-	go lw.consume(r)
-	line := func(msg, ds string) {
-		var b bytes.Buffer
-		slog.New(slog.NewJSONHandler(&b, nil)).Info(msg, "dataset", ds)
-		w.Write(b.Bytes())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	got := make(chan error, 1)
-	go func() {
-		_, err := lw.wait(ctx, isEvent("dataset protected", "ckpt.2"), outcomeOf("ckpt.2"))
-		got <- err
-	}()
-	line("dataset protected", "ckpt.1")
-	w.Write([]byte("not json\n"))
-	line("dataset protected", "ckpt.2")
-	if err := <-got; err != nil {
-		t.Fatalf("wait: %v", err)
-	}
-	line("dataset degraded: left without redundancy", "ckpt.3")
-	if _, err := lw.wait(ctx, isEvent("dataset protected", "ckpt.3"), outcomeOf("ckpt.3")); err == nil {
-		t.Fatal("wait did not stop at the degraded line")
-	}
-	w.Close()
-	if _, err := lw.wait(ctx, isEvent("dataset protected", "ckpt.4"), nil); !errors.Is(err, errExited) {
-		t.Fatalf("wait after EOF: %v, want errExited", err)
-	}
-	if n := len(lw.all(func(e event) bool { return true })); n != 3 {
-		t.Fatalf("%d events kept, want 3 (the plain line is not one)", n)
-	}
-	if tail := lw.tail(2); !bytes.Contains([]byte(tail), []byte("ckpt.3")) {
-		t.Fatalf("tail %q", tail)
 	}
 }
 
@@ -303,7 +213,7 @@ func TestProcBench(t *testing.T) {
 	ctx := context.Background()
 	const b = 3*ioSize + 5
 	s, err := pb.run(ctx, schemeTraffic(scheme{kind: "xor"}, 3, b), nil)
-	if err != nil || s.wall <= 0 || s.used.cpu < 0 {
+	if err != nil || s.wall <= 0 || s.used.CPU < 0 {
 		t.Fatalf("xor ring: %+v, %v", s, err)
 	}
 	sch := scheme{kind: "partner", replicas: 2}
@@ -326,55 +236,10 @@ func TestProcBench(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"1GiB": 1 << 30, "256MiB": 256 << 20, "64 KiB": 64 << 10, "4096": 4096, "10B": 10, "0": 0} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "1GB", "-1MiB", "1.5GiB", "99999999999GiB"} {
-		if _, err := parseSize(bad); err == nil {
-			t.Errorf("parseSize(%q) accepted", bad)
-		}
-	}
-}
-
-func TestParseKB(t *testing.T) {
-	if n, err := parseKB("    2048 kB"); err != nil || n != 2<<20 {
-		t.Fatalf("parseKB: %d, %v", n, err)
-	}
-	for _, bad := range []string{"", "12", "12 MB", "x kB", "-1 kB"} {
-		if _, err := parseKB(bad); err == nil {
-			t.Errorf("parseKB(%q) accepted", bad)
-		}
-	}
-}
-
 func TestFmtBytes(t *testing.T) {
 	for n, want := range map[int64]string{1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 256 << 20: "256 MiB", 1536: "1.5 KiB", 12: "12 B"} {
 		if got := fmtBytes(n); got != want {
 			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
-func TestParseStat(t *testing.T) {
-	// The command name may hold spaces and parentheses.
-	line := "4242 (scr fs) x) S 1 4242 4242 0 -1 4194560 100 0 7 0 250 50 0 0 20 0 12 0 100 0 0\n"
-	if u, err := parseStat(line); err != nil || u.cpu != 3*time.Second || u.faults != 107 {
-		t.Fatalf("parseStat: %+v, %v; want 3s and 107 faults", u, err)
-	}
-	self, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Skip("no /proc")
-	}
-	u, err := parseStat(string(self))
-	if err != nil || u.faults == 0 {
-		t.Fatalf("own /proc/self/stat: %+v, %v", u, err)
-	}
-	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) S 1 2 3 4 5 6 7 8 9 10 -1 5 0", "1 (x) S 1 2 3 4 5 6 x 8 9 10 11 5 0"} {
-		if _, err := parseStat(bad); err == nil {
-			t.Errorf("parseStat(%q) accepted", bad)
 		}
 	}
 }

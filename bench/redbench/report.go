@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -68,9 +69,9 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 	for _, sch := range schemes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t", sch, sch.formula(), schemeTraffic(sch, o.nodes, full).pattern())
 		for _, r := range results[sch.String()] {
-			d := median(walls(r.bound))
+			d := job.Median(walls(r.bound))
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtBytes(r.traffic.total()), fmtDur(d), fmtRate(r.traffic.total(), d),
-				fmtDur(median(walls(r.bound1))), fmtDur(median(walls(r.boundIO))))
+				fmtDur(job.Median(walls(r.bound1))), fmtDur(job.Median(walls(r.boundIO))))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -86,7 +87,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			continue
 		}
 		r := res[len(res)-1]
-		netRate := float64(r.traffic.total()) / median(walls(r.bound)).Seconds()
+		netRate := float64(r.traffic.total()) / job.Median(walls(r.bound)).Seconds()
 		fmt.Fprintf(w, "    %-13s one core encodes %.1f× faster than the whole set's network bound moves its bytes (%s/s)\n",
 			sch, rate/netRate, fmtBytes(int64(netRate)))
 	}
@@ -105,10 +106,10 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 				fmt.Fprintf(tw, "failed\t\t\t\t\t\t\t\n")
 				continue
 			}
-			a, c := median(walls(r.bound)), median(walls(r.boundIO))
-			ratio := median(r.ttp).Seconds() / a.Seconds()
+			a, c := job.Median(walls(r.bound)), job.Median(walls(r.boundIO))
+			ratio := job.Median(r.ttp).Seconds() / a.Seconds()
 			fmt.Fprintf(tw, "%s\t%s\t%.2f\t≤ %.2f\t%s\t%s\t%.2f\t\n", fmtSpread(r.ttp), fmtDur(a), ratio, target, verdict(ratio, target),
-				fmtDur(c), median(r.ttp).Seconds()/c.Seconds())
+				fmtDur(c), job.Median(r.ttp).Seconds()/c.Seconds())
 		}
 	}
 	tw.Flush()
@@ -124,15 +125,15 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			if len(r.ttp) == 0 {
 				continue
 			}
-			enc := median(r.encode)
+			enc := job.Median(r.encode)
 			var cpu []time.Duration
 			var flt []int64
 			for _, u := range r.used {
-				cpu, flt = append(cpu, u.cpu), append(flt, u.faults)
+				cpu, flt = append(cpu, u.CPU), append(flt, u.Faults)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", sch, fmtBytes(r.size), fmtDur(enc), fmtDur(median(r.ttp)-enc),
-				fmtDur(median(cpu)), fmtDur(median(cpus(r.bound))), fmtDur(median(cpus(r.boundIO))), median(flt), median(faults(r.boundIO)),
-				fmtBytes(int64(r.sent)), fmtBytes(r.traffic.maxSent()), fmtRate(r.size*int64(o.nodes), median(r.write)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", sch, fmtBytes(r.size), fmtDur(enc), fmtDur(job.Median(r.ttp)-enc),
+				fmtDur(job.Median(cpu)), fmtDur(job.Median(cpus(r.bound))), fmtDur(job.Median(cpus(r.boundIO))), job.Median(flt), job.Median(faults(r.boundIO)),
+				fmtBytes(int64(r.sent)), fmtBytes(r.traffic.maxSent()), fmtRate(r.size*int64(o.nodes), job.Median(r.write)))
 		}
 	}
 	tw.Flush()
@@ -149,12 +150,12 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			}
 			var cpu []time.Duration
 			for _, u := range r.used {
-				cpu = append(cpu, u.cpu)
+				cpu = append(cpu, u.CPU)
 			}
 			gib := float64(r.size) * float64(o.nodes) / (1 << 30)
-			d, c := median(cpu).Seconds()/gib, median(cpus(r.boundIO)).Seconds()/gib
+			d, c := job.Median(cpu).Seconds()/gib, job.Median(cpus(r.boundIO)).Seconds()/gib
 			fmt.Fprintf(tw, "%s\t%s\t%.2f s/GiB\t≤ %.2f\t%s\t%.2f s/GiB\t%.2f\t%.2f s/GiB\t\n", sch, fmtBytes(r.size), d,
-				targetCPU[sch.kind], verdict(d, targetCPU[sch.kind]), c, d/c, median(r.writeCPU).Seconds()/gib)
+				targetCPU[sch.kind], verdict(d, targetCPU[sch.kind]), c, d/c, job.Median(r.writeCPU).Seconds()/gib)
 		}
 	}
 	tw.Flush()
@@ -208,12 +209,12 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 				fmt.Fprintf(tw, "failed\t\t\t\t\t\t\t\t\t\n")
 				continue
 			}
-			ratio := median(rr.spans).Seconds() / median(r.ttp).Seconds()
+			ratio := job.Median(rr.spans).Seconds() / job.Median(r.ttp).Seconds()
 			tgt, ok := "", ""
 			if t := rebuildTarget(sch.kind, rr.lost); t > 0 {
 				tgt, ok = fmt.Sprintf("≤ %.2f", t), verdict(ratio, t)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d ok\t%s\t\n", fmtSpread(rr.spans), fmtDur(median(rr.restarts)), fmtDur(median(r.ttp)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d ok\t%s\t\n", fmtSpread(rr.spans), fmtDur(job.Median(rr.restarts)), fmtDur(job.Median(r.ttp)),
 				ratio, tgt, ok, strings.Join(slices.Compact(slices.Sorted(slices.Values(rr.ops))), "; "), rr.verified, fmtMiB(slices.Max(rr.rss)))
 		}
 	}
@@ -238,8 +239,8 @@ func reportFetch(w io.Writer, o options, schemes []scheme, full int64, results m
 		}
 		r := res[len(res)-1]
 		f := r.fetch
-		ratio := median(f.spans).Seconds() / (median(f.cps) + median(r.ttp)).Seconds()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t≤ %.2f\t%s\t%v\t\n", sch, fmtSpread(f.spans), fmtSpread(f.cps), fmtDur(median(r.ttp)),
+		ratio := job.Median(f.spans).Seconds() / (job.Median(f.cps) + job.Median(r.ttp)).Seconds()
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t≤ %.2f\t%s\t%v\t\n", sch, fmtSpread(f.spans), fmtSpread(f.cps), fmtDur(job.Median(r.ttp)),
 			ratio, targetFetch, verdict(ratio, targetFetch), f.dropped)
 	}
 	tw.Flush()
@@ -287,5 +288,5 @@ func fmtRate(n int64, d time.Duration) string {
 
 // fmtSpread prints the median and the range of the samples.
 func fmtSpread(v []time.Duration) string {
-	return fmt.Sprintf("%.2f s [%.2f–%.2f]", median(v).Seconds(), slices.Min(v).Seconds(), slices.Max(v).Seconds())
+	return fmt.Sprintf("%.2f s [%.2f–%.2f]", job.Median(v).Seconds(), slices.Min(v).Seconds(), slices.Max(v).Seconds())
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 // bench holds what every measurement of one run shares.
@@ -34,7 +36,7 @@ type sizeResult struct {
 	boundIO  []sample        // (c) the network and the cache reads and writes together
 	ttp      []time.Duration // time to protected, per measured round
 	encode   []time.Duration // the longest encode a daemon reported ("seconds"), per round
-	used     []usage         // CPU time and page faults of all daemons while protecting, per round
+	used     []job.Usage     // CPU time and page faults of all daemons while protecting, per round
 	write    []time.Duration // writing the checkpoint through the mounts
 	writeCPU []time.Duration // CPU of the daemons and of the writers (this process) meanwhile
 	sent     float64         // bytes a daemon said it sent in the last encode (mean over nodes)
@@ -84,21 +86,21 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 		return res
 	}
 	defer func() {
-		c.stop()
+		c.Stop()
 		os.RemoveAll(dir) // clean up between schemes: /dev/shm is RAM
 	}()
-	if err := c.start(ctx); err != nil {
+	if err := c.Start(ctx); err != nil {
 		res.err = err
 		return res
 	}
 	var mounts []string
-	for _, n := range c.nodes {
-		mounts = append(mounts, n.mnt)
+	for _, n := range c.Nodes {
+		mounts = append(mounts, n.Mount)
 	}
 	var last string
 	for r := 0; r <= b.o.rounds; r++ {
 		name := fmt.Sprintf("ckpt.%d", r)
-		w0, err := c.usage()
+		w0, err := c.Usage()
 		if err != nil {
 			res.err = err
 			return res
@@ -111,7 +113,7 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 		}
 		wrote := time.Since(t0)
 		self1 := selfCPU()
-		u0, err := c.usage()
+		u0, err := c.Usage()
 		if err != nil {
 			res.err = err
 			return res
@@ -121,15 +123,15 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 			res.err = err
 			return res
 		}
-		u1, err := c.usage()
+		u1, err := c.Usage()
 		if err != nil {
 			res.err = err
 			return res
 		}
 		var sent, enc float64
 		for _, ev := range prot {
-			sent += ev.num("sent")
-			enc = max(enc, ev.num("seconds"))
+			sent += ev.Num("sent")
+			enc = max(enc, ev.Num("seconds"))
 		}
 		res.sent = sent / float64(len(prot))
 		encode := time.Duration(enc * float64(time.Second))
@@ -138,16 +140,16 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 			tag = fmt.Sprintf("round %d", r)
 			res.ttp = append(res.ttp, ttp)
 			res.encode = append(res.encode, encode)
-			res.used = append(res.used, u1.sub(u0))
+			res.used = append(res.used, u1.Sub(u0))
 			res.write = append(res.write, wrote)
-			res.writeCPU = append(res.writeCPU, u0.cpu-w0.cpu+self1-self0)
+			res.writeCPU = append(res.writeCPU, u0.CPU-w0.CPU+self1-self0)
 		}
 		b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
-			sch, fmtBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.cpu-u0.cpu), u1.faults-u0.faults)
+			sch, fmtBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.CPU-u0.CPU), u1.Faults-u0.Faults)
 		last = name
 	}
-	for _, n := range c.nodes {
-		rss, err := n.peakRSS()
+	for _, n := range c.Nodes {
+		rss, err := n.PeakRSS()
 		if err != nil {
 			res.err = err
 			return res
@@ -194,8 +196,8 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 		return err
 	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
-		sch, fmtBytes(res.size), fmtDur(median(walls(res.bound))), fmtBytes(res.traffic.total()),
-		fmtDur(median(walls(res.bound1))), fmtDur(median(walls(res.boundIO))))
+		sch, fmtBytes(res.size), fmtDur(job.Median(walls(res.bound))), fmtBytes(res.traffic.total()),
+		fmtDur(job.Median(walls(res.bound1))), fmtDur(job.Median(walls(res.boundIO))))
 	return nil
 }
 
@@ -203,19 +205,19 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 // every node logged it protected. The time to protected is the latest
 // "dataset protected" minus the earliest "dataset complete", both as the
 // daemons stamped them.
-func (b *bench) protect(ctx context.Context, c *cluster, name string, size int64) (time.Duration, []event, error) {
-	if err := os.WriteFile(filepath.Join(c.nodes[0].mnt, name, "COMPLETE"), nil, 0o644); err != nil {
+func (b *bench) protect(ctx context.Context, c *job.Cluster, name string, size int64) (time.Duration, []job.Event, error) {
+	if err := os.WriteFile(filepath.Join(c.Nodes[0].Mount, name, "COMPLETE"), nil, 0o644); err != nil {
 		return 0, nil, err
 	}
 	// Generous: a few MiB/s would still finish; a hang must not last forever.
-	timeout := time.Minute + time.Duration(size*int64(len(c.nodes))/(20<<20))*time.Second
-	prot, err := c.waitAll(ctx, timeout, isEvent("dataset protected", name), outcomeOf(name))
+	timeout := time.Minute + time.Duration(size*int64(len(c.Nodes))/(20<<20))*time.Second
+	prot, err := c.WaitAll(ctx, timeout, job.IsEvent("dataset protected", name), job.OutcomeOf(name))
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s not protected: %w", name, err)
 	}
 	var first, lastProt time.Time
-	for i, n := range c.nodes {
-		comp := n.log.all(isEvent("dataset complete", name))
+	for i, n := range c.Nodes {
+		comp := n.Log().All(job.IsEvent("dataset complete", name))
 		if len(comp) == 0 {
 			return 0, nil, fmt.Errorf("node %d: protected %s without a \"dataset complete\" line", i, name)
 		}
@@ -233,9 +235,9 @@ func (b *bench) protect(ctx context.Context, c *cluster, name string, size int64
 // nodes each time), and times how long their replacements take to get
 // dataset ds back; each rebuilt file is read through the replacement's
 // mount and checked against its sha256.
-func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, size int64, lost int) *rebuildResult {
+func (b *bench) rebuild(ctx context.Context, c *job.Cluster, sch scheme, ds string, size int64, lost int) *rebuildResult {
 	rr := &rebuildResult{lost: lost}
-	p := len(c.nodes)
+	p := len(c.Nodes)
 	timeout := 2*time.Minute + time.Duration(size*int64(lost)/(10<<20))*time.Second
 	for r := range b.o.rounds {
 		var victims []int
@@ -243,13 +245,13 @@ func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, 
 			victims = append(victims, (r+j+1)%p)
 		}
 		for _, v := range victims {
-			if err := c.kill(v); err != nil {
+			if err := c.Kill(v); err != nil {
 				rr.err = fmt.Errorf("wipe node %d: %w", v, err)
 				return rr
 			}
 		}
 		for _, v := range victims {
-			if err := c.spawn(c.nodes[v]); err != nil {
+			if err := c.Spawn(c.Nodes[v]); err != nil {
 				rr.err = err
 				return rr
 			}
@@ -258,19 +260,19 @@ func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, 
 		var restart time.Duration
 		var ops []string
 		for _, v := range victims {
-			n := c.nodes[v]
+			n := c.Nodes[v]
 			wctx, cancel := context.WithTimeout(ctx, timeout)
-			st, err := n.log.wait(wctx, func(e event) bool { return e.is("rebuilding dataset", ds) && e.flag("restoring_here") }, outcomeOf(ds))
-			var done event
+			st, err := n.Log().Wait(wctx, func(e job.Event) bool { return e.Is("rebuilding dataset", ds) && e.Flag("restoring_here") }, job.OutcomeOf(ds))
+			var done job.Event
 			if err == nil {
-				done, err = n.log.wait(wctx, func(e event) bool { return e.is("dataset rebuilt", ds) && e.flag("restored_here") }, outcomeOf(ds))
+				done, err = n.Log().Wait(wctx, func(e job.Event) bool { return e.Is("dataset rebuilt", ds) && e.Flag("restored_here") }, job.OutcomeOf(ds))
 			}
 			cancel()
 			if err == nil {
-				err = c.ready(ctx, n)
+				err = c.Ready(ctx, n)
 			}
 			if err != nil {
-				rr.err = fmt.Errorf("rebuild of node %d: %w\n%s", v, err, n.log.tail(15))
+				rr.err = fmt.Errorf("rebuild of node %d: %w\n%s", v, err, n.Log().Tail(15))
 				return rr
 			}
 			if begin.IsZero() || st.Time.Before(begin) {
@@ -279,9 +281,9 @@ func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, 
 			if done.Time.After(end) {
 				end = done.Time
 			}
-			restart = max(restart, done.Time.Sub(n.started))
+			restart = max(restart, done.Time.Sub(n.Started()))
 			ops = append(ops, fmt.Sprint(st.Attrs["lost"]))
-			rss, err := n.peakRSS()
+			rss, err := n.PeakRSS()
 			if err != nil {
 				rr.err = err
 				return rr
@@ -289,7 +291,7 @@ func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, 
 			rr.rss = append(rr.rss, rss)
 		}
 		for _, v := range victims {
-			if err := b.pay.verify(filepath.Join(c.nodes[v].mnt, ds, fileName(v)), v, size); err != nil {
+			if err := b.pay.verify(filepath.Join(c.Nodes[v].Mount, ds, fileName(v)), v, size); err != nil {
 				rr.err = fmt.Errorf("node %d after rebuild: %w", v, err)
 				return rr
 			}
@@ -304,20 +306,4 @@ func (b *bench) rebuild(ctx context.Context, c *cluster, sch scheme, ds string, 
 			sch, fmtBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
 	}
 	return rr
-}
-
-// isEvent matches a message about dataset ds.
-func isEvent(msg, ds string) func(event) bool {
-	return func(e event) bool { return e.is(msg, ds) }
-}
-
-// outcomeOf matches the lines that mean dataset ds will not be protected or
-// rebuilt as the benchmark needs: degraded, failed, or a failed rebuild.
-func outcomeOf(ds string) func(event) bool {
-	return func(e event) bool {
-		if e.str("dataset") != ds {
-			return false
-		}
-		return strings.HasPrefix(e.Msg, "dataset degraded") || e.Msg == "dataset failed" || e.Msg == "rebuild failed"
-	}
 }
