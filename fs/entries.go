@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -16,11 +15,11 @@ import (
 // flat dataset's files sit under a namespace node, all others under a
 // dataset node, but the cache side is the same.
 
-// entryNode returns the node for the existing cache entry at p, which
-// belongs to dataset d, as a child of parent.
-func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, p string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+// entryNode returns the node for the existing cache entry e, which belongs
+// to dataset d, as a child of parent.
+func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, e entry, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
+	if err := e.lstat(&st); err != nil {
 		return nil, f.toErrno(err)
 	}
 	out.Attr.FromStat(&st)
@@ -33,13 +32,14 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 	if err := d.OpenWrite(); err != nil {
 		return nil, nil, 0, f.toErrno(err)
 	}
-	p := filepath.Join(d.Dir(), rel)
 	fd, err := f.openBeneath(d, rel, int(flags&^syscall.O_APPEND)|syscall.O_CREAT, mode)
 	if err != nil {
 		d.CloseWrite("", 0, false)
 		return nil, nil, 0, f.toErrno(err)
 	}
-	preserveOwner(ctx, p)
+	if uid, gid, ok := callerOwner(ctx); ok {
+		syscall.Fchown(fd, uid, gid)
+	}
 	var st syscall.Stat_t
 	if err := syscall.Fstat(fd, &st); err != nil {
 		syscall.Close(fd)
@@ -57,60 +57,62 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 	return ch, h, 0, 0
 }
 
-// mknod creates a non-opened entry at p (rel inside d).
-func (f *FS) mknod(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, p, rel string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+// mknod creates a non-opened entry e (rel inside d).
+func (f *FS) mknod(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, e entry, rel string, mode, rdev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if !d.Writable() {
 		return nil, syscall.EROFS
 	}
-	if err := syscall.Mknod(p, mode, int(rdev)); err != nil {
+	if err := unix.Mknodat(e.dir, e.name, mode, int(rdev)); err != nil {
 		return nil, f.toErrno(err)
 	}
-	preserveOwner(ctx, p)
+	preserveOwner(ctx, e)
 	if mode&syscall.S_IFMT == syscall.S_IFREG {
 		d.AddUsage(1, 0)
 	}
 	d.EntryAppeared(rel)
-	return f.entryNode(ctx, parent, d, p, out)
+	return f.entryNode(ctx, parent, d, e, out)
 }
 
-// symlink creates a symbolic link at p (rel inside d).
-func (f *FS) symlink(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, p, rel, target string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+// symlink creates a symbolic link e (rel inside d).
+func (f *FS) symlink(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, e entry, rel, target string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if !d.Writable() {
 		return nil, syscall.EROFS
 	}
-	if err := syscall.Symlink(target, p); err != nil {
+	if err := unix.Symlinkat(target, e.dir, e.name); err != nil {
 		return nil, f.toErrno(err)
 	}
-	preserveOwner(ctx, p)
+	preserveOwner(ctx, e)
 	d.EntryAppeared(rel)
-	return f.entryNode(ctx, parent, d, p, out)
+	return f.entryNode(ctx, parent, d, e, out)
 }
 
-// link hard-links target's cache entry at p (rel inside target's dataset).
-func (f *FS) link(ctx context.Context, parent *gofs.Inode, target *dsNode, p, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+// link hard-links target's cache entry at e (rel inside target's dataset).
+func (f *FS) link(ctx context.Context, parent *gofs.Inode, target *dsNode, e entry, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if !target.ds.Writable() {
 		return nil, syscall.EROFS
 	}
-	if _, ok := target.rel(); !ok {
-		return nil, syscall.ENOENT
+	te, errno := target.at()
+	if errno != 0 {
+		return nil, errno
 	}
-	if err := syscall.Link(target.path(), p); err != nil {
+	defer te.release()
+	if err := unix.Linkat(te.dir, te.name, e.dir, e.name, 0); err != nil {
 		return nil, f.toErrno(err)
 	}
 	target.ds.EntryAppeared(rel)
-	return f.entryNode(ctx, parent, target.ds, p, out)
+	return f.entryNode(ctx, parent, target.ds, e, out)
 }
 
-// unlink removes the cache entry p of dataset d and its bytes from d's tally.
-func (f *FS) unlink(d *cache.Dataset, p string) syscall.Errno {
+// unlink removes the cache entry e of dataset d and its bytes from d's tally.
+func (f *FS) unlink(d *cache.Dataset, e entry) syscall.Errno {
 	if !d.Writable() {
 		return syscall.EROFS
 	}
 	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
+	if err := e.lstat(&st); err != nil {
 		return f.toErrno(err)
 	}
-	if err := syscall.Unlink(p); err != nil {
+	if err := unix.Unlinkat(e.dir, e.name, 0); err != nil {
 		return f.toErrno(err)
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG && st.Nlink == 1 {
@@ -159,14 +161,22 @@ func (a attrSetter) apply(in *fuse.SetAttrIn) error {
 	return setTimes(a.utimens, in)
 }
 
-// setattrPath applies a SETATTR without an open handle to cache path p.
-func setattrPath(p string, in *fuse.SetAttrIn) error {
+// setattr applies a SETATTR without an open handle to entry e, never
+// following a symlink (the caller refuses a mode change of one).
+func (e entry) setattr(in *fuse.SetAttrIn) error {
 	return attrSetter{
-		chmod:    func(m uint32) error { return syscall.Chmod(p, m) },
-		chown:    func(u, g int) error { return syscall.Lchown(p, u, g) },
-		truncate: func(n int64) error { return syscall.Truncate(p, n) },
+		chmod: func(m uint32) error { return unix.Fchmodat(e.dir, e.name, m, 0) },
+		chown: func(u, g int) error { return unix.Fchownat(e.dir, e.name, u, g, unix.AT_SYMLINK_NOFOLLOW) },
+		truncate: func(n int64) error {
+			fd, err := e.open(syscall.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer syscall.Close(fd)
+			return syscall.Ftruncate(fd, n)
+		},
 		utimens: func(ts []unix.Timespec) error {
-			return unix.UtimesNanoAt(unix.AT_FDCWD, p, ts, unix.AT_SYMLINK_NOFOLLOW)
+			return unix.UtimesNanoAt(e.dir, e.name, ts, unix.AT_SYMLINK_NOFOLLOW)
 		},
 	}.apply(in)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/cache"
+	"golang.org/x/sys/unix"
 )
 
 // Options configure an FS.
@@ -60,6 +61,23 @@ func New(opts Options) *FS {
 	f.root = f.newNSNode(0o755)
 	return f
 }
+
+// nodeOptions are the go-fuse options of the node tree, mounted or not.
+func (f *FS) nodeOptions() *gofs.Options {
+	return &gofs.Options{
+		// Modes as stored: a file chmod'ed to 0000 must read 0000, and
+		// with allow_other the kernel then refuses other users.
+		NullPermissions: true,
+		// The root's inode number, as stat and its "." and ".." show it.
+		RootStableAttr: &gofs.StableAttr{Ino: rootIno},
+		Logger:         slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// rootIno is the mount root's inode number, FUSE's root node id. Cache
+// entries keep their cache inode numbers, and a cache directory below
+// <base>/<user> is never its file system's root (inode 1 on tmpfs).
+const rootIno = 1
 
 // OnAdd runs when go-fuse attaches the root; only then can children be
 // added, so the namespace is restored here.
@@ -116,13 +134,24 @@ func stableOf(st *syscall.Stat_t) gofs.StableAttr {
 	return gofs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: st.Ino}
 }
 
-// preserveOwner gives a new cache entry to the calling user when the daemon
-// runs as root, as a local file system would.
-func preserveOwner(ctx context.Context, path string) {
+// callerOwner returns the caller's uid and gid when a new cache entry
+// should belong to them: when the daemon runs as root, as a local file
+// system would give it to the caller.
+func callerOwner(ctx context.Context) (uid, gid int, ok bool) {
 	if os.Getuid() != 0 {
-		return
+		return 0, 0, false
 	}
-	if caller, ok := fuse.FromContext(ctx); ok && (caller.Uid != 0 || caller.Gid != 0) {
-		syscall.Lchown(path, int(caller.Uid), int(caller.Gid))
+	caller, ok := fuse.FromContext(ctx)
+	if !ok || (caller.Uid == 0 && caller.Gid == 0) {
+		return 0, 0, false
+	}
+	return int(caller.Uid), int(caller.Gid), true
+}
+
+// preserveOwner gives new cache entry e to the calling user (see
+// callerOwner).
+func preserveOwner(ctx context.Context, e entry) {
+	if uid, gid, ok := callerOwner(ctx); ok {
+		unix.Fchownat(e.dir, e.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 	}
 }

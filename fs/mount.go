@@ -73,23 +73,19 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 	if o.AllowOther {
 		mountOpts = append(mountOpts, "allow_other", "default_permissions")
 	}
-	opts := &gofs.Options{
-		EntryTimeout:    &o.EntryTimeout,
-		AttrTimeout:     &o.AttrTimeout,
-		NegativeTimeout: &o.NegativeTimeout,
-		Logger:          slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
-		MountOptions: fuse.MountOptions{
-			FsName:        f.store.CacheDir(),
-			Name:          "scrfs",
-			MaxWrite:      o.MaxWrite,
-			MaxReadAhead:  o.MaxWrite,
-			MaxBackground: 64, // async releases and reads in flight at once
-			DisableXAttrs: true,
-			DirectMount:   direct,
-			Options:       mountOpts,
-			Debug:         o.Debug,
-			Logger:        slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
-		},
+	opts := f.nodeOptions()
+	opts.EntryTimeout, opts.AttrTimeout, opts.NegativeTimeout = &o.EntryTimeout, &o.AttrTimeout, &o.NegativeTimeout
+	opts.MountOptions = fuse.MountOptions{
+		FsName:        f.store.CacheDir(),
+		Name:          "scrfs",
+		MaxWrite:      o.MaxWrite,
+		MaxReadAhead:  o.MaxWrite,
+		MaxBackground: 64, // async releases and reads in flight at once
+		DisableXAttrs: true,
+		DirectMount:   direct,
+		Options:       mountOpts,
+		Debug:         o.Debug,
+		Logger:        slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
 	}
 	f.passthrough = false // decided below, once the kernel has answered INIT
 	server, err := gofs.Mount(dir, f.root, opts)

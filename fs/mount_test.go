@@ -41,6 +41,7 @@ type mountConfig struct {
 	rules       cache.Rules
 	passthrough string
 	cacheSize   int
+	allowOther  bool
 }
 
 // mountTest mounts an FS on a temp dir and unmounts it in Cleanup. FUSE
@@ -48,11 +49,33 @@ type mountConfig struct {
 func mountTest(t *testing.T, mc mountConfig) *testMount {
 	t.Helper()
 	requireFUSE(t)
-	if mc.match == "" {
-		mc.match = `^(?P<dataset>[^/]+)/`
-	}
 	if mc.passthrough == "" {
 		mc.passthrough = "off"
+	}
+	tm, fsys := newTestFS(t, mc)
+	var err error
+	tm.m, err = fsys.Mount(tm.dir, MountOptions{
+		MaxWrite: 1 << 20, EntryTimeout: time.Second, AttrTimeout: time.Second, NegativeTimeout: time.Second,
+		AllowOther: mc.allowOther, Passthrough: mc.passthrough,
+		Debug: testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tm.m.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	})
+	return tm
+}
+
+// newTestFS returns an FS over a fresh cache in a temp dir, not mounted;
+// the store is closed in Cleanup.
+func newTestFS(t *testing.T, mc mountConfig) (*testMount, *FS) {
+	t.Helper()
+	if mc.match == "" {
+		mc.match = `^(?P<dataset>[^/]+)/`
 	}
 	if mc.cacheSize == 0 {
 		mc.cacheSize = 4
@@ -73,21 +96,8 @@ func mountTest(t *testing.T, mc mountConfig) *testMount {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsys := New(Options{Store: tm.store, Logger: log})
-	tm.m, err = fsys.Mount(tm.dir, MountOptions{
-		MaxWrite: 1 << 20, EntryTimeout: time.Second, AttrTimeout: time.Second, NegativeTimeout: time.Second,
-		Passthrough: mc.passthrough, Debug: testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tm.m.Unmount(); err != nil {
-			t.Errorf("unmount: %v", err)
-		}
-		tm.store.Close()
-	})
-	return tm
+	t.Cleanup(func() { tm.store.Close() })
+	return tm, New(Options{Store: tm.store, Logger: log})
 }
 
 func (tm *testMount) awaitComplete(t *testing.T, name string) {

@@ -2,8 +2,7 @@ package fs
 
 import (
 	"context"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"syscall"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/layout"
+	"golang.org/x/sys/unix"
 )
 
 // dsNode is a file, directory or symlink of a dataset: a loopback onto the
@@ -48,21 +48,36 @@ func (n *dsNode) rel() (string, bool) {
 		cur = parent
 	}
 	slices.Reverse(names)
-	return filepath.Join(names...), true
+	return path.Join(names...), true
 }
 
-// path returns the node's backing path in the cache.
-func (n *dsNode) path() string {
-	rel, _ := n.rel()
-	return filepath.Join(n.ds.Dir(), rel)
+// at resolves the node's own cache entry; ENOENT for a node that is no
+// longer in any directory (unlinked while open). The caller releases it.
+func (n *dsNode) at() (entry, syscall.Errno) {
+	rel, ok := n.rel()
+	if !ok {
+		return entry{}, syscall.ENOENT
+	}
+	e, err := n.fsys.at(n.ds, rel)
+	if err != nil {
+		return entry{}, n.fsys.toErrno(err)
+	}
+	return e, 0
 }
 
-// child returns the backing path and dataset-relative path of entry name in
-// directory n.
-func (n *dsNode) child(name string) (backing, rel string) {
-	r, _ := n.rel()
-	rel = filepath.Join(r, name)
-	return filepath.Join(n.ds.Dir(), rel), rel
+// childAt resolves entry name of directory n, and returns its path inside
+// the dataset. The caller releases the entry.
+func (n *dsNode) childAt(name string) (entry, string, syscall.Errno) {
+	r, ok := n.rel()
+	if !ok {
+		return entry{}, "", syscall.ENOENT
+	}
+	rel := path.Join(r, name)
+	e, err := n.fsys.at(n.ds, rel)
+	if err != nil {
+		return entry{}, "", n.fsys.toErrno(err)
+	}
+	return e, rel, 0
 }
 
 // hidden reports names the application may neither see nor create: scrfs's
@@ -83,32 +98,38 @@ func (n *dsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 	if n.hidden(name) {
 		return nil, syscall.ENOENT
 	}
-	p, _ := n.child(name)
-	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, p, out)
+	e, _, errno := n.childAt(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer e.release()
+	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
 }
 
-// Readdir lists a dataset directory, without scrfs's metadata directory.
+// Readdir lists a dataset directory; at the dataset's root, without
+// scrfs's metadata directory.
 func (n *dsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.Errno) {
 	defer n.fsys.observe(opReaddir, time.Now(), &errno)
-	if !n.root {
-		return gofs.NewLoopbackDirStream(n.path())
+	e, errno := n.at()
+	if errno != 0 {
+		return nil, errno
 	}
-	des, err := os.ReadDir(n.path())
+	defer e.release()
+	fd, err := e.open(syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	entries := make([]fuse.DirEntry, 0, len(des))
-	for _, de := range des {
-		if n.hidden(de.Name()) {
-			continue
-		}
-		e := fuse.DirEntry{Name: de.Name(), Mode: modeOf(de.Type())}
-		if info, err := de.Info(); err == nil {
-			e.Ino = info.Sys().(*syscall.Stat_t).Ino
-		}
-		entries = append(entries, e)
+	s, errno := gofs.NewLoopbackDirStreamFd(fd)
+	if errno != 0 || !n.root {
+		return s, errno
 	}
-	return gofs.NewListDirStream(entries), 0
+	// ".." of a dataset's root is the mount directory it sits in, not the
+	// cache directory the kernel reports.
+	parentIno := n.StableAttr().Ino
+	if _, p := n.Parent(); p != nil {
+		parentIno = p.StableAttr().Ino
+	}
+	return &datasetRootStream{DirStream: s, parentIno: parentIno}, 0
 }
 
 // Getattr stats the cache entry (through the open handle when there is one).
@@ -117,8 +138,13 @@ func (n *dsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Attr
 	if h, ok := fh.(*handle); ok {
 		return h.getattr(out)
 	}
+	e, errno := n.at()
+	if errno != 0 {
+		return errno
+	}
+	defer e.release()
 	var st syscall.Stat_t
-	if err := syscall.Lstat(n.path(), &st); err != nil {
+	if err := e.lstat(&st); err != nil {
 		return n.fsys.toErrno(err)
 	}
 	out.FromStat(&st)
@@ -134,16 +160,23 @@ func (n *dsNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAt
 	if h, ok := fh.(*handle); ok {
 		return h.setattr(in, out)
 	}
-	p := n.path()
+	e, errno := n.at()
+	if errno != 0 {
+		return errno
+	}
+	defer e.release()
 	var before syscall.Stat_t
-	if err := syscall.Lstat(p, &before); err != nil {
+	if err := e.lstat(&before); err != nil {
 		return n.fsys.toErrno(err)
 	}
-	if err := setattrPath(p, in); err != nil {
+	if _, chmod := in.GetMode(); chmod && before.Mode&syscall.S_IFMT == syscall.S_IFLNK {
+		return syscall.EOPNOTSUPP // a symlink has no mode of its own; never follow it
+	}
+	if err := e.setattr(in); err != nil {
 		return n.fsys.toErrno(err)
 	}
 	var st syscall.Stat_t
-	if err := syscall.Lstat(p, &st); err != nil {
+	if err := e.lstat(&st); err != nil {
 		return n.fsys.toErrno(err)
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
@@ -156,11 +189,21 @@ func (n *dsNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAt
 // Readlink reads a symlink's target.
 func (n *dsNode) Readlink(ctx context.Context) (target []byte, errno syscall.Errno) {
 	defer n.fsys.observe(opReadlink, time.Now(), &errno)
-	t, err := os.Readlink(n.path())
-	if err != nil {
-		return nil, n.fsys.toErrno(err)
+	e, errno := n.at()
+	if errno != 0 {
+		return nil, errno
 	}
-	return []byte(t), 0
+	defer e.release()
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		k, err := unix.Readlinkat(e.dir, e.name, buf)
+		if err != nil {
+			return nil, n.fsys.toErrno(err)
+		}
+		if k < size {
+			return buf[:k], 0
+		}
+	}
 }
 
 // Statfs reports the cache file system.
@@ -176,7 +219,12 @@ func (n *dsNode) Fsync(ctx context.Context, fh gofs.FileHandle, flags uint32) (e
 	if h, ok := fh.(*handle); ok {
 		return h.fsync(flags)
 	}
-	fd, err := syscall.Open(n.path(), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	e, errno := n.at()
+	if errno != 0 {
+		return errno
+	}
+	defer e.release()
+	fd, err := e.open(syscall.O_RDONLY, 0)
 	if err != nil {
 		return n.fsys.toErrno(err)
 	}

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"path"
 	"syscall"
 	"time"
 
@@ -16,12 +17,16 @@ func (n *dsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if errno := n.mutable(name); errno != 0 {
 		return nil, errno
 	}
-	p, _ := n.child(name)
-	if err := syscall.Mkdir(p, mode); err != nil {
+	e, _, errno := n.childAt(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer e.release()
+	if err := unix.Mkdirat(e.dir, e.name, mode); err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	preserveOwner(ctx, p)
-	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, p, out)
+	preserveOwner(ctx, e)
+	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
 }
 
 // Rmdir removes a directory inside a dataset.
@@ -30,8 +35,12 @@ func (n *dsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	if errno := n.mutable(name); errno != 0 {
 		return errno
 	}
-	p, _ := n.child(name)
-	return n.fsys.toErrno(syscall.Rmdir(p))
+	e, _, errno := n.childAt(name)
+	if errno != 0 {
+		return errno
+	}
+	defer e.release()
+	return n.fsys.toErrno(unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR))
 }
 
 // Create creates and opens a file inside a dataset.
@@ -40,8 +49,11 @@ func (n *dsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 	if n.hidden(name) {
 		return nil, nil, 0, syscall.EPERM
 	}
-	_, rel := n.child(name)
-	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, rel, flags, mode, out)
+	r, ok := n.rel()
+	if !ok {
+		return nil, nil, 0, syscall.ENOENT
+	}
+	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, path.Join(r, name), flags, mode, out)
 }
 
 // Mknod creates a special file (or a regular file without opening it).
@@ -50,8 +62,12 @@ func (n *dsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 	if errno := n.mutable(name); errno != 0 {
 		return nil, errno
 	}
-	p, rel := n.child(name)
-	return n.fsys.mknod(ctx, n.EmbeddedInode(), n.ds, p, rel, mode, rdev, out)
+	e, rel, errno := n.childAt(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer e.release()
+	return n.fsys.mknod(ctx, n.EmbeddedInode(), n.ds, e, rel, mode, rdev, out)
 }
 
 // Symlink creates a symbolic link inside a dataset.
@@ -60,8 +76,12 @@ func (n *dsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 	if errno := n.mutable(name); errno != 0 {
 		return nil, errno
 	}
-	p, rel := n.child(name)
-	return n.fsys.symlink(ctx, n.EmbeddedInode(), n.ds, p, rel, target, out)
+	e, rel, errno := n.childAt(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer e.release()
+	return n.fsys.symlink(ctx, n.EmbeddedInode(), n.ds, e, rel, target, out)
 }
 
 // Link makes a hard link to a file of the same dataset.
@@ -74,8 +94,12 @@ func (n *dsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name strin
 	if errno := n.mutable(name); errno != 0 {
 		return nil, errno
 	}
-	p, rel := n.child(name)
-	return n.fsys.link(ctx, n.EmbeddedInode(), t, p, rel, out)
+	e, rel, errno := n.childAt(name)
+	if errno != 0 {
+		return nil, errno
+	}
+	defer e.release()
+	return n.fsys.link(ctx, n.EmbeddedInode(), t, e, rel, out)
 }
 
 // Unlink removes a file inside a dataset.
@@ -84,8 +108,12 @@ func (n *dsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 	if n.hidden(name) {
 		return syscall.ENOENT
 	}
-	p, _ := n.child(name)
-	return n.fsys.unlink(n.ds, p)
+	e, _, errno := n.childAt(name)
+	if errno != 0 {
+		return errno
+	}
+	defer e.release()
+	return n.fsys.unlink(n.ds, e)
 }
 
 // Rename moves an entry within its dataset; between datasets it is EXDEV.
@@ -101,9 +129,17 @@ func (n *dsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 	if errno := n.writable(); errno != 0 {
 		return errno
 	}
-	from, _ := n.child(name)
-	to, rel := np.child(newName)
-	if err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, uint(flags)); err != nil {
+	from, _, errno := n.childAt(name)
+	if errno != 0 {
+		return errno
+	}
+	defer from.release()
+	to, rel, errno := np.childAt(newName)
+	if errno != 0 {
+		return errno
+	}
+	defer to.release()
+	if err := unix.Renameat2(from.dir, from.name, to.dir, to.name, uint(flags)); err != nil {
 		return n.fsys.toErrno(err)
 	}
 	n.ds.EntryAppeared(rel)

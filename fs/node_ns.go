@@ -11,6 +11,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/scrfs/scrfs/cache"
+	"golang.org/x/sys/unix"
 )
 
 // nsNode is a directory of the mount that is not a dataset: the mount root,
@@ -146,11 +147,14 @@ func (n *nsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if !created {
 		return nil, syscall.EEXIST
 	}
-	dir := d.Dir()
-	if err := syscall.Chmod(dir, mode&0o7777); err != nil {
+	e, err := n.fsys.at(d, "")
+	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	preserveOwner(ctx, dir)
+	if err := unix.Fchmodat(e.dir, e.name, mode&0o7777, 0); err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
+	preserveOwner(ctx, e)
 	n.touch()
 	return n.datasetRootNode(ctx, d, out)
 }

@@ -29,7 +29,11 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		return n.datasetRootNode(ctx, d, out)
 	}
 	if d := n.anchoredDataset(p, false); d != nil {
-		return n.fsys.entryNode(ctx, n.EmbeddedInode(), d, path.Join(d.Dir(), name), out)
+		e, err := n.fsys.at(d, name)
+		if err != nil {
+			return nil, n.fsys.toErrno(err)
+		}
+		return n.fsys.entryNode(ctx, n.EmbeddedInode(), d, e, out)
 	}
 	return nil, syscall.ENOENT
 }
@@ -44,7 +48,8 @@ func (n *nsNode) datasetRootNode(ctx context.Context, d *cache.Dataset, out *fus
 	return n.NewInode(ctx, &dsNode{fsys: n.fsys, ds: d, root: true}, stableOf(&st)), 0
 }
 
-// Readdir lists namespace subdirectories and the datasets anchored here.
+// Readdir lists ".", "..", namespace subdirectories and the datasets
+// anchored here.
 func (n *nsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.Errno) {
 	defer n.fsys.observe(opReaddir, time.Now(), &errno)
 	var entries []fuse.DirEntry
@@ -55,7 +60,13 @@ func (n *nsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.
 	}
 	entries = append(entries, n.datasetEntries(ctx)...)
 	slices.SortFunc(entries, func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
-	return gofs.NewListDirStream(entries), 0
+	self := n.StableAttr().Ino
+	parent := self // the mount root's ".." is its own; the kernel crosses the mount
+	if _, p := n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	dots := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR, Ino: self}, {Name: "..", Mode: syscall.S_IFDIR, Ino: parent}}
+	return gofs.NewListDirStream(append(dots, entries...)), 0
 }
 
 // datasetEntries lists the dataset directories anchored in n and the files

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"errors"
-	"path"
 	"syscall"
 	"time"
 
@@ -57,8 +56,12 @@ func (n *nsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 	if errno != 0 {
 		return nil, errno
 	}
+	e, err := n.fsys.at(d, name)
+	if err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
 	n.touch()
-	return n.fsys.mknod(ctx, n.EmbeddedInode(), d, path.Join(d.Dir(), name), name, mode, rdev, out)
+	return n.fsys.mknod(ctx, n.EmbeddedInode(), d, e, name, mode, rdev, out)
 }
 
 // Symlink creates a symbolic link in a flat dataset.
@@ -71,8 +74,12 @@ func (n *nsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 	if errno != 0 {
 		return nil, errno
 	}
+	e, err := n.fsys.at(d, name)
+	if err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
 	n.touch()
-	return n.fsys.symlink(ctx, n.EmbeddedInode(), d, path.Join(d.Dir(), name), name, target, out)
+	return n.fsys.symlink(ctx, n.EmbeddedInode(), d, e, name, target, out)
 }
 
 // Link makes a hard link to a file of the same flat dataset.
@@ -86,8 +93,12 @@ func (n *nsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name strin
 	if !ok || d == nil || d != t.ds {
 		return nil, syscall.EXDEV
 	}
+	e, err := n.fsys.at(d, name)
+	if err != nil {
+		return nil, n.fsys.toErrno(err)
+	}
 	n.touch()
-	return n.fsys.link(ctx, n.EmbeddedInode(), t, path.Join(d.Dir(), name), name, out)
+	return n.fsys.link(ctx, n.EmbeddedInode(), t, e, name, out)
 }
 
 // Unlink removes a flat dataset's file.
@@ -100,8 +111,12 @@ func (n *nsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 	if d == nil {
 		return syscall.ENOENT
 	}
+	e, err := n.fsys.at(d, name)
+	if err != nil {
+		return n.fsys.toErrno(err)
+	}
 	n.touch()
-	return n.fsys.unlink(d, path.Join(d.Dir(), name))
+	return n.fsys.unlink(d, e)
 }
 
 // Rename moves entries of this directory. Within the namespace it renames a
@@ -131,7 +146,11 @@ func (n *nsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 		if np.anchoredDatasetOrNew(to) != d.Name() || np != n {
 			return syscall.EXDEV
 		}
-		if err := unix.Renameat2(unix.AT_FDCWD, path.Join(d.Dir(), name), unix.AT_FDCWD, path.Join(d.Dir(), newName), uint(flags)); err != nil {
+		dir, err := n.fsys.anchor(d)
+		if err != nil {
+			return n.fsys.toErrno(err)
+		}
+		if err := unix.Renameat2(dir, name, dir, newName, uint(flags)); err != nil {
 			return n.fsys.toErrno(err)
 		}
 		n.touch()

@@ -1,0 +1,162 @@
+package fs
+
+import (
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"github.com/scrfs/scrfs/cache"
+
+	"golang.org/x/sys/unix"
+)
+
+// Every operation inside a dataset names its entry relative to a directory
+// descriptor, never by an absolute cache path: a dataset-relative path may
+// be longer than PATH_MAX (the kernel hands FUSE one name at a time, so an
+// application can build trees of any depth), and resolving beneath the
+// dataset's directory without symlinks keeps every operation inside it
+// even if an entry is swapped for a symlink between lookup and use.
+
+// maxAt is the longest path one system call accepts (PATH_MAX, 4096,
+// counts the terminating NUL). Longer directory paths are opened in pieces.
+const maxAt = 4096 - 1
+
+// openFlags are the open(2) flags passed on to the cache file. openat2
+// rejects the kernel-internal bits FUSE forwards (where open(2) ignores
+// them), and O_DIRECT is dropped because the cache file system may not
+// support it (tmpfs) and the daemon's own page cache is harmless.
+const openFlags = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | unix.O_TRUNC |
+	unix.O_APPEND | unix.O_NONBLOCK | unix.O_DSYNC | unix.O_SYNC | unix.O_NOATIME | unix.O_LARGEFILE |
+	unix.O_DIRECTORY
+
+// dirFDs holds an O_PATH descriptor of each dataset's cache directory, the
+// anchor of every operation inside it: opening the anchor for each file
+// would cost two more system calls per create. A descriptor follows its
+// directory through renames; it is closed when the dataset leaves the cache
+// (Forget).
+type dirFDs struct {
+	mu  sync.Mutex
+	fds map[*cache.Dataset]int
+}
+
+// anchor returns dataset d's directory descriptor, opening it on first use.
+func (f *FS) anchor(d *cache.Dataset) (int, error) {
+	f.dirs.mu.Lock()
+	defer f.dirs.mu.Unlock()
+	if fd, ok := f.dirs.fds[d]; ok {
+		return fd, nil
+	}
+	fd, err := syscall.Open(d.Dir(), unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if f.dirs.fds == nil {
+		f.dirs.fds = map[*cache.Dataset]int{}
+	}
+	f.dirs.fds[d] = fd
+	return fd, nil
+}
+
+// dropAnchors closes the descriptors of datasets called name.
+func (f *FS) dropAnchors(name string) {
+	f.dirs.mu.Lock()
+	defer f.dirs.mu.Unlock()
+	for d, fd := range f.dirs.fds {
+		if d.Name() == name {
+			syscall.Close(fd)
+			delete(f.dirs.fds, d)
+		}
+	}
+}
+
+// entry names a cache entry the way the *at system calls take it: a
+// directory descriptor and one component ("." for the directory itself).
+type entry struct {
+	dir  int
+	name string
+	own  bool // dir was opened for this entry; release closes it
+}
+
+// release closes the entry's directory descriptor if it was opened for it.
+func (e entry) release() {
+	if e.own {
+		syscall.Close(e.dir)
+	}
+}
+
+// at resolves rel, a path inside dataset d ("" for its directory), to its
+// parent directory's descriptor and last component. The caller releases
+// the entry.
+func (f *FS) at(d *cache.Dataset, rel string) (entry, error) {
+	anchor, err := f.anchor(d)
+	if err != nil {
+		return entry{}, err
+	}
+	if rel == "" {
+		return entry{dir: anchor, name: "."}, nil
+	}
+	dir, name := path.Split(rel)
+	if dir == "" {
+		return entry{dir: anchor, name: name}, nil
+	}
+	fd, err := openDirBeneath(anchor, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return entry{}, err
+	}
+	return entry{dir: fd, name: name, own: true}, nil
+}
+
+// openDirBeneath opens directory p, a path below dirfd, as an O_PATH
+// descriptor, refusing symlinks and anything outside dirfd, in pieces short
+// enough for one system call each.
+func openDirBeneath(dirfd int, p string) (int, error) {
+	cur, own := dirfd, false
+	for p != "" {
+		piece := p
+		p = ""
+		if len(piece) > maxAt {
+			// Names are at most 255 bytes, so a separator comes well before.
+			i := strings.LastIndexByte(piece[:maxAt], '/')
+			piece, p = piece[:i], piece[i+1:]
+		}
+		fd, err := unix.Openat2(cur, piece, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
+		})
+		if own {
+			syscall.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur, own = fd, true
+	}
+	return cur, nil
+}
+
+// open opens entry e without following a symlink at its last component.
+func (e entry) open(flags int, mode uint32) (int, error) {
+	return unix.Openat2(e.dir, e.name, &unix.OpenHow{
+		Flags:   uint64(flags&openFlags | syscall.O_NOFOLLOW | syscall.O_CLOEXEC),
+		Mode:    uint64(mode & 0o7777), // FUSE sends S_IFREG too; openat2 refuses it
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// lstat stats entry e without following a symlink. (syscall.Stat_t, which
+// go-fuse takes, and unix.Stat_t are the same kernel struct.)
+func (e entry) lstat(st *syscall.Stat_t) error {
+	return unix.Fstatat(e.dir, e.name, (*unix.Stat_t)(unsafe.Pointer(st)), unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// openBeneath opens rel inside dataset d.
+func (f *FS) openBeneath(d *cache.Dataset, rel string, flags int, mode uint32) (int, error) {
+	e, err := f.at(d, rel)
+	if err != nil {
+		return -1, err
+	}
+	defer e.release()
+	return e.open(flags, mode)
+}

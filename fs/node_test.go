@@ -1,0 +1,264 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/scrfs/scrfs/cache"
+)
+
+// The tests in this file drive the node tree the way go-fuse would, without
+// a kernel mount (as gocryptfs's newTestFS does): fs.NewNodeFS attaches the
+// root, then the node methods are called directly. They need no /dev/fuse
+// and run in milliseconds.
+
+// nodeTest is an unmounted FS with its root attached to a go-fuse bridge.
+type nodeTest struct {
+	*testMount
+	fsys *FS
+	ctx  context.Context
+}
+
+func newNodeTest(t *testing.T, mc mountConfig) *nodeTest {
+	t.Helper()
+	tm, fsys := newTestFS(t, mc)
+	gofs.NewNodeFS(fsys.root, fsys.nodeOptions())
+	return &nodeTest{testMount: tm, fsys: fsys, ctx: context.Background()}
+}
+
+// mkdir makes directory name in parent (a namespace or dataset directory)
+// and adds it to the tree, as go-fuse does with what a MKDIR returns.
+func (nt *nodeTest) mkdir(t *testing.T, parent gofs.InodeEmbedder, name string) *gofs.Inode {
+	t.Helper()
+	var out fuse.EntryOut
+	var ch *gofs.Inode
+	var errno syscall.Errno
+	switch p := parent.(type) {
+	case *nsNode:
+		ch, errno = p.Mkdir(nt.ctx, name, 0o755, &out)
+	case *dsNode:
+		ch, errno = p.Mkdir(nt.ctx, name, 0o755, &out)
+	}
+	if errno != 0 {
+		t.Fatalf("mkdir %s: %v", name, errno)
+	}
+	parent.EmbeddedInode().AddChild(name, ch, true)
+	return ch
+}
+
+// writeFile creates name in dataset directory dir, writes data and
+// releases the handle, as open/write/close through the mount would.
+func (nt *nodeTest) writeFile(t *testing.T, dir *dsNode, name string, data []byte) *dsNode {
+	t.Helper()
+	var out fuse.EntryOut
+	ch, fh, _, errno := dir.Create(nt.ctx, name, syscall.O_WRONLY|syscall.O_TRUNC, 0o644, &out)
+	if errno != 0 {
+		t.Fatalf("create %s: %v", name, errno)
+	}
+	dir.AddChild(name, ch, true)
+	h := fh.(*handle)
+	if n, errno := h.Write(nt.ctx, data, 0); errno != 0 || int(n) != len(data) {
+		t.Fatalf("write %s: %d, %v", name, n, errno)
+	}
+	if errno := h.Release(nt.ctx); errno != 0 {
+		t.Fatalf("release %s: %v", name, errno)
+	}
+	return ch.Operations().(*dsNode)
+}
+
+// names lists a directory stream's names.
+func names(t *testing.T, ds gofs.DirStream, errno syscall.Errno) []string {
+	t.Helper()
+	if errno != 0 {
+		t.Fatalf("readdir: %v", errno)
+	}
+	defer ds.Close()
+	var out []string
+	for ds.HasNext() {
+		e, errno := ds.Next()
+		if errno != 0 {
+			t.Fatalf("readdir: %v", errno)
+		}
+		out = append(out, e.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestNodeCreateCountsFilesAndBytes(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{})
+	ds := nt.mkdir(t, nt.fsys.root, "ckpt.1").Operations().(*dsNode)
+	sub := nt.mkdir(t, ds, "sub").Operations().(*dsNode)
+	nt.writeFile(t, ds, "a", []byte("hello"))
+	nt.writeFile(t, sub, "b", bytes.Repeat([]byte("x"), 3000))
+	info := nt.store.Get("ckpt.1").Info()
+	if info.Files != 2 || info.Bytes != 3005 || info.Writers != 0 {
+		t.Fatalf("dataset counts %d files, %d bytes, %d writers; want 2, 3005, 0", info.Files, info.Bytes, info.Writers)
+	}
+	got, err := os.ReadFile(filepath.Join(nt.store.CacheDir(), "ckpt.1", "sub", "b"))
+	if err != nil || len(got) != 3000 {
+		t.Fatalf("cache file: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestNodeMarkerCountsOnceClosed: a marker completes its dataset when its
+// handle is released, not when it is created, and the dataset is read-only
+// from then on.
+func TestNodeMarkerCountsOnceClosed(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{rules: cache.Rules{Markers: []string{"COMPLETE"}}})
+	ds := nt.mkdir(t, nt.fsys.root, "ckpt.2").Operations().(*dsNode)
+	nt.writeFile(t, ds, "rank_0", []byte("data"))
+	var out fuse.EntryOut
+	ch, fh, _, errno := ds.Create(nt.ctx, "COMPLETE", syscall.O_WRONLY, 0o644, &out)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	ds.AddChild("COMPLETE", ch, true)
+	if st := nt.store.Get("ckpt.2").State(); st != cache.Writing {
+		t.Fatalf("state %s while the marker is open", st)
+	}
+	fh.(*handle).Release(nt.ctx)
+	nt.awaitComplete(t, "ckpt.2")
+	if _, _, _, errno := ds.Create(nt.ctx, "late", syscall.O_WRONLY, 0o644, &out); errno != syscall.EROFS {
+		t.Fatalf("create in a complete dataset: %v, want EROFS", errno)
+	}
+	if _, errno := ds.Mkdir(nt.ctx, "d", 0o755, &out); errno != syscall.EROFS {
+		t.Fatalf("mkdir in a complete dataset: %v, want EROFS", errno)
+	}
+}
+
+func TestNodeListingsHaveDotsAndHideMetaDir(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{match: `^runs/(?P<dataset>[^/]+)/`})
+	runs := nt.mkdir(t, nt.fsys.root, "runs").Operations().(*nsNode)
+	ds := nt.mkdir(t, runs, "ckpt.3").Operations().(*dsNode)
+	sub := nt.mkdir(t, ds, "sub").Operations().(*dsNode)
+	if err := os.Mkdir(filepath.Join(nt.store.CacheDir(), "ckpt.3", ".scrfs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		dir  gofs.NodeReaddirer
+		want []string
+	}{
+		{"mount root", nt.fsys.root, []string{".", "..", "runs"}},
+		{"namespace dir", runs, []string{".", "..", "ckpt.3"}},
+		{"dataset root", ds, []string{".", "..", "sub"}},
+		{"inside a dataset", sub, []string{".", ".."}},
+	} {
+		s, errno := c.dir.Readdir(nt.ctx)
+		if got := names(t, s, errno); !slices.Equal(got, c.want) {
+			t.Errorf("%s lists %q, want %q", c.name, got, c.want)
+		}
+	}
+	// ".." of a dataset's root is the namespace directory, as stat shows it.
+	s, _ := ds.Readdir(nt.ctx)
+	defer s.Close()
+	for s.HasNext() {
+		if e, _ := s.Next(); e.Name == ".." && e.Ino != runs.StableAttr().Ino {
+			t.Errorf(`".." of the dataset root has ino %d, want the namespace dir's %d`, e.Ino, runs.StableAttr().Ino)
+		}
+	}
+}
+
+// TestNodeLongPath: an entry whose path inside the dataset is far longer
+// than PATH_MAX is created, written, read back, listed, statted and
+// removed: every operation names it relative to a directory descriptor.
+func TestNodeLongPath(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{})
+	dir := nt.mkdir(t, nt.fsys.root, "deep").Operations().(*dsNode)
+	component := strings.Repeat("d", 200)
+	for range 30 { // 30 × 201 bytes: 6,030 bytes of path
+		dir = nt.mkdir(t, dir, component).Operations().(*dsNode)
+	}
+	if rel, _ := dir.rel(); len(rel) <= 4096 {
+		t.Fatalf("path of %d bytes is not beyond PATH_MAX", len(rel))
+	}
+	data := bytes.Repeat([]byte("long path "), 1000)
+	f := nt.writeFile(t, dir, "file", data)
+
+	fh, _, errno := f.Open(nt.ctx, syscall.O_RDONLY)
+	if errno != 0 {
+		t.Fatalf("open: %v", errno)
+	}
+	res, errno := fh.(*handle).Read(nt.ctx, make([]byte, 2*len(data)), 0)
+	if errno != 0 {
+		t.Fatalf("read: %v", errno)
+	}
+	got, _ := res.Bytes(make([]byte, 2*len(data)))
+	fh.(*handle).Release(nt.ctx)
+	if !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, want %d", len(got), len(data))
+	}
+	var attr fuse.AttrOut
+	if errno := f.Getattr(nt.ctx, nil, &attr); errno != 0 || attr.Size != uint64(len(data)) {
+		t.Fatalf("getattr: size %d, %v", attr.Size, errno)
+	}
+	var out fuse.EntryOut
+	if ch, errno := dir.Lookup(nt.ctx, "file", &out); errno != 0 || ch.StableAttr().Ino != f.StableAttr().Ino {
+		t.Fatalf("lookup: %v", errno)
+	}
+	s, errno := dir.Readdir(nt.ctx)
+	if got := names(t, s, errno); !slices.Equal(got, []string{".", "..", "file"}) {
+		t.Fatalf("readdir: %q", got)
+	}
+	if errno := dir.Unlink(nt.ctx, "file"); errno != 0 {
+		t.Fatalf("unlink: %v", errno)
+	}
+	dir.RmChild("file")
+	if _, errno := dir.Lookup(nt.ctx, "file", &out); errno != syscall.ENOENT {
+		t.Fatalf("lookup after unlink: %v, want ENOENT", errno)
+	}
+	if info := nt.store.Get("deep").Info(); info.Files != 0 || info.Bytes != 0 {
+		t.Fatalf("after unlink the dataset counts %d files, %d bytes", info.Files, info.Bytes)
+	}
+}
+
+// TestNodeModeZeroKept: a mode of 0000 is stored and reported as such.
+func TestNodeModeZeroKept(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{})
+	ds := nt.mkdir(t, nt.fsys.root, "ckpt.4").Operations().(*dsNode)
+	f := nt.writeFile(t, ds, "f", []byte("x"))
+	in := fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0}}
+	var out fuse.AttrOut
+	if errno := f.Setattr(nt.ctx, nil, &in, &out); errno != 0 {
+		t.Fatalf("setattr: %v", errno)
+	}
+	if out.Mode&0o7777 != 0 {
+		t.Fatalf("mode %o after chmod 0", out.Mode&0o7777)
+	}
+	st, err := os.Stat(filepath.Join(nt.store.CacheDir(), "ckpt.4", "f"))
+	if err != nil || st.Mode().Perm() != 0 {
+		t.Fatalf("cache file mode %v, %v", st.Mode(), err)
+	}
+}
+
+// TestNodeSetattrRefusesSymlinkMode: a symlink's mode is never changed by
+// following it to its target.
+func TestNodeSetattrRefusesSymlinkMode(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{})
+	ds := nt.mkdir(t, nt.fsys.root, "ckpt.5").Operations().(*dsNode)
+	outside := filepath.Join(t.TempDir(), "target")
+	os.WriteFile(outside, nil, 0o644)
+	var out fuse.EntryOut
+	ch, errno := ds.Symlink(nt.ctx, outside, "s", &out)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	ds.AddChild("s", ch, true)
+	in := fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_MODE, Mode: 0o777}}
+	var attr fuse.AttrOut
+	if errno := ch.Operations().(*dsNode).Setattr(nt.ctx, nil, &in, &attr); errno != syscall.EOPNOTSUPP {
+		t.Fatalf("chmod of a symlink: %v, want EOPNOTSUPP", errno)
+	}
+	if st, _ := os.Stat(outside); st.Mode().Perm() != 0o644 {
+		t.Fatalf("the symlink's target changed mode to %v", st.Mode())
+	}
+}
