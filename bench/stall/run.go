@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
+)
+
+// jobID names the benchmark's job; it is part of the cache paths.
+const jobID = "stall"
+
+// sample is one checkpoint written through the mounts or directly.
+type sample struct {
+	stall     time.Duration // first open → last close (or the marker's rename)
+	complete  time.Duration // first open → the last node's "dataset complete" (mount only)
+	protected time.Duration // earliest "dataset complete" → latest "dataset protected" (mount only)
+	reported  int64         // KiB the guest handed back to the host meanwhile (free page reporting)
+	others    time.Duration // CPU time of other processes meanwhile (neither this one nor the daemons)
+}
+
+// series are the measured rounds of one workload on one scheme.
+type series struct {
+	direct, mount []sample
+}
+
+// bench holds what every measurement of one run shares.
+type bench struct {
+	o      options
+	bin    string
+	work   string
+	port   int
+	w      *writer
+	status io.Writer
+	echo   io.Writer
+	seq    int // datasets written so far, for unique names
+}
+
+func (b *bench) progress(format string, args ...any) { fmt.Fprintf(b.status, format+"\n", args...) }
+
+// runScheme starts a job of daemons with scheme sch and measures every
+// workload, -rounds times after a warm-up, alternating which of direct and
+// mount goes first so neither always follows the other's frees.
+func (b *bench) runScheme(ctx context.Context, sch string) (map[string]*series, error) {
+	dir := filepath.Join(b.work, sch)
+	defer os.RemoveAll(dir) // /dev/shm is RAM
+	c, err := job.New(job.Spec{Bin: b.bin, Dir: dir, Nodes: b.o.nodes, Port: b.port, JobID: jobID, Echo: b.echo,
+		Settings: append([]string{
+			"SCRFS_REDUNDANCY_SCHEME=" + sch,
+			"SCRFS_REDUNDANCY_SET_SIZE=" + strconv.Itoa(max(2, b.o.nodes)),
+			"SCRFS_REDUNDANCY_PARITY=" + strconv.Itoa(min(2, max(1, b.o.nodes-1))),
+			// Only the application's markers complete a dataset, and only
+			// the newest stays in cache: the previous one is evicted as the
+			// next completes, as a real job with cache_size = 1.
+			"SCRFS_DATASETS_COMPLETE=marker:COMPLETE,marker:.metadata",
+			"SCRFS_DATASETS_CACHE_SIZE=1",
+			"SCRFS_FLUSH_EVERY=0",
+		}, b.o.settings...)})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	var mounts, directs, trash []string
+	for _, n := range c.Nodes {
+		mounts = append(mounts, n.Mount)
+		d := filepath.Join(dir, fmt.Sprintf("node%d", n.Index), "direct")
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+		directs = append(directs, d)
+		trash = append(trash, filepath.Join(n.CacheDir(jobID), ".scrfs", "trash"))
+	}
+	out := map[string]*series{}
+	var lastDirect string // the direct dataset kept, as the cache keeps its newest
+	for r := 0; r <= b.o.rounds; r++ {
+		for _, name := range b.o.workloads {
+			wl := workloads[name]
+			if out[name] == nil {
+				out[name] = &series{}
+			}
+			s := out[name]
+			order := []bool{false, true} // mount first?
+			if r%2 == 1 {
+				order = []bool{true, false}
+			}
+			for _, viaMount := range order {
+				b.seq++
+				ds := fmt.Sprintf("%s.%d", name, b.seq)
+				var smp sample
+				cpu0, err := othersCPU(c)
+				if err != nil {
+					return out, err
+				}
+				if viaMount {
+					smp, err = b.viaMount(ctx, c, sch == "single", wl, mounts, trash, ds)
+				} else {
+					smp, err = b.direct(wl, directs, ds, lastDirect)
+					lastDirect = ds
+				}
+				if err != nil {
+					return out, fmt.Errorf("%s %s round %d: %w", sch, name, r, err)
+				}
+				cpu1, err := othersCPU(c)
+				if err != nil {
+					return out, err
+				}
+				smp.others = cpu1 - cpu0
+				tag := "warm-up"
+				if r > 0 {
+					tag = fmt.Sprintf("round %d", r)
+					if viaMount {
+						s.mount = append(s.mount, smp)
+					} else {
+						s.direct = append(s.direct, smp)
+					}
+				}
+				what := "direct"
+				if viaMount {
+					what = "mount "
+				}
+				b.progress("%-7s %-5s %-8s %s stall %s  complete %s  protected %s  (host took back %d MiB; other processes' CPU %s)",
+					sch, name, tag, what, fmtDur(smp.stall), fmtDur(smp.complete), fmtDur(smp.protected), smp.reported>>10, fmtDur(smp.others))
+			}
+		}
+	}
+	return out, nil
+}
+
+// viaMount writes dataset ds through the mounts and waits until every node
+// logged it complete and protected; then until the dataset it evicted is
+// deleted, so nothing of it runs into the next measurement.
+func (b *bench) viaMount(ctx context.Context, c *job.Cluster, single bool, wl workload, mounts, trash []string, ds string) (sample, error) {
+	rep0 := reportedKiB()
+	start := time.Now()
+	stall, err := b.w.checkpoint(wl, mounts, b.o.ranks, ds)
+	if err != nil {
+		return sample{}, err
+	}
+	timeout := time.Minute + time.Duration(b.o.size*int64(b.o.ranks*b.o.nodes)/(20<<20))*time.Second
+	comp, err := c.WaitAll(ctx, timeout, job.IsEvent("dataset complete", ds), job.OutcomeOf(ds))
+	if err != nil {
+		return sample{}, fmt.Errorf("%s not complete: %w", ds, err)
+	}
+	first, lastComp := comp[0].Time, comp[0].Time
+	for _, e := range comp {
+		first, lastComp = minTime(first, e.Time), maxTime(lastComp, e.Time)
+	}
+	smp := sample{stall: stall, complete: lastComp.Sub(start)}
+	if single {
+		// SINGLE logs no "dataset protected": it only records the files'
+		// metadata in a redundancy file, which still reads every file, so
+		// the next measurement waits for that file on every node.
+		if err := awaitRecords(ctx, c, ds); err != nil {
+			return sample{}, err
+		}
+	} else {
+		prot, err := c.WaitAll(ctx, timeout, job.IsEvent("dataset protected", ds), job.OutcomeOf(ds))
+		if err != nil {
+			return sample{}, fmt.Errorf("%s not protected: %w", ds, err)
+		}
+		lastProt := prot[0].Time
+		for _, e := range prot {
+			lastProt = maxTime(lastProt, e.Time)
+		}
+		smp.protected = lastProt.Sub(first)
+	}
+	if err := awaitEmpty(ctx, trash); err != nil {
+		return sample{}, err
+	}
+	smp.reported = reportedKiB() - rep0
+	return smp, nil
+}
+
+// direct writes dataset ds into the nodes' direct directories (on the same
+// device as the caches) and then deletes prev there, as the cache evicts
+// the previous dataset when the next completes.
+func (b *bench) direct(wl workload, roots []string, ds, prev string) (sample, error) {
+	rep0 := reportedKiB()
+	stall, err := b.w.checkpoint(wl, roots, b.o.ranks, ds)
+	if err != nil {
+		return sample{}, err
+	}
+	if prev != "" {
+		for _, r := range roots {
+			if err := os.RemoveAll(filepath.Join(r, prev)); err != nil {
+				return sample{}, err
+			}
+		}
+	}
+	return sample{stall: stall, reported: reportedKiB() - rep0}, nil
+}
+
+// awaitRecords waits until every node's cache holds a redundancy file of
+// dataset ds: SINGLE's record of the dataset's files, written after
+// completion.
+func awaitRecords(ctx context.Context, c *job.Cluster, ds string) error {
+	for _, n := range c.Nodes {
+		meta := filepath.Join(n.CacheDir(jobID), ds, ".scrfs")
+		err := poll(ctx, func() (bool, error) {
+			m, err := filepath.Glob(filepath.Join(meta, "*.redset"))
+			return len(m) > 0, err
+		})
+		if err != nil {
+			return fmt.Errorf("node %d: no redundancy file in %s: %w", n.Index, meta, err)
+		}
+	}
+	return nil
+}
+
+// poll calls done every millisecond until it reports true, fails, or two
+// minutes pass.
+func poll(ctx context.Context, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		ok, err := done()
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// awaitEmpty waits until the caches' trash directories hold nothing: the
+// daemons delete an evicted dataset in the background.
+func awaitEmpty(ctx context.Context, dirs []string) error {
+	for _, d := range dirs {
+		err := poll(ctx, func() (bool, error) {
+			entries, err := os.ReadDir(d)
+			if os.IsNotExist(err) {
+				return true, nil
+			}
+			return len(entries) == 0, err
+		})
+		if err != nil {
+			return fmt.Errorf("evicted dataset not deleted from %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// reportedKiB is how much memory the guest has handed back to the host so
+// far (virtio free page reporting), where the kernel exposes it; touching
+// such memory again costs the host a fault per page, so a measurement
+// during which this grew paid for it.
+func reportedKiB() int64 {
+	b, err := os.ReadFile("/sys/module/page_reporting/parameters/reported_kib")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// othersCPU returns the CPU time every process but this one and the job's
+// daemons used so far, from /proc/stat: other work on the machine during a
+// measurement shows there.
+func othersCPU(c *job.Cluster) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:8] {
+		if i == 3 || i == 4 {
+			continue // idle, iowait
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+		}
+		busy += n
+	}
+	own, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0, err
+	}
+	self, err := job.ParseStat(string(own))
+	if err != nil {
+		return 0, err
+	}
+	daemons, err := c.Usage()
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration(busy)*10*time.Millisecond - self.CPU - daemons.CPU, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func fmtDur(d time.Duration) string {
+	if d == 0 {
+		return "   -   "
+	}
+	return fmt.Sprintf("%6.3fs", d.Seconds())
+}
