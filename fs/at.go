@@ -3,7 +3,6 @@ package fs
 import (
 	"path"
 	"strings"
-	"sync"
 	"syscall"
 	"unsafe"
 
@@ -31,81 +30,34 @@ const openFlags = unix.O_ACCMODE | unix.O_CREAT | unix.O_EXCL | unix.O_NOCTTY | 
 	unix.O_APPEND | unix.O_NONBLOCK | unix.O_DSYNC | unix.O_SYNC | unix.O_NOATIME | unix.O_LARGEFILE |
 	unix.O_DIRECTORY
 
-// dirFDs holds an O_PATH descriptor of each dataset's cache directory, the
-// anchor of every operation inside it: opening the anchor for each file
-// would cost two more system calls per create. A descriptor follows its
-// directory through renames; it is closed when the dataset leaves the cache
-// (Forget).
-type dirFDs struct {
-	mu  sync.Mutex
-	fds map[*cache.Dataset]int
-}
-
-// anchor returns dataset d's directory descriptor, opening it on first use.
-func (f *FS) anchor(d *cache.Dataset) (int, error) {
-	f.dirs.mu.Lock()
-	defer f.dirs.mu.Unlock()
-	if fd, ok := f.dirs.fds[d]; ok {
-		return fd, nil
-	}
-	fd, err := syscall.Open(d.Dir(), unix.O_PATH|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, err
-	}
-	if f.dirs.fds == nil {
-		f.dirs.fds = map[*cache.Dataset]int{}
-	}
-	f.dirs.fds[d] = fd
-	return fd, nil
-}
-
-// dropAnchors closes the descriptors of datasets called name.
-func (f *FS) dropAnchors(name string) {
-	f.dirs.mu.Lock()
-	defer f.dirs.mu.Unlock()
-	for d, fd := range f.dirs.fds {
-		if d.Name() == name {
-			syscall.Close(fd)
-			delete(f.dirs.fds, d)
-		}
-	}
-}
-
 // entry names a cache entry the way the *at system calls take it: a
 // directory descriptor and one component ("." for the directory itself).
 type entry struct {
 	dir  int
 	name string
-	own  bool // dir was opened for this entry; release closes it
+	ref  *dirFD // holds dir open until release
 }
 
-// release closes the entry's directory descriptor if it was opened for it.
-func (e entry) release() {
-	if e.own {
-		syscall.Close(e.dir)
-	}
-}
+// release lets go of the entry's directory descriptor.
+func (e entry) release() { e.ref.release() }
 
 // at resolves rel, a path inside dataset d ("" for its directory), to its
 // parent directory's descriptor and last component. The caller releases
 // the entry.
 func (f *FS) at(d *cache.Dataset, rel string) (entry, error) {
-	anchor, err := f.anchor(d)
-	if err != nil {
-		return entry{}, err
-	}
 	if rel == "" {
-		return entry{dir: anchor, name: "."}, nil
+		ref, err := f.dirs.get(d, "")
+		if err != nil {
+			return entry{}, err
+		}
+		return entry{dir: ref.fd, name: ".", ref: ref}, nil
 	}
 	dir, name := path.Split(rel)
-	if dir == "" {
-		return entry{dir: anchor, name: name}, nil
-	}
-	fd, err := openDirBeneath(anchor, strings.TrimSuffix(dir, "/"))
+	ref, err := f.dirs.get(d, strings.TrimSuffix(dir, "/"))
 	if err != nil {
 		return entry{}, err
 	}
-	return entry{dir: fd, name: name, own: true}, nil
+	return entry{dir: ref.fd, name: name, ref: ref}, nil
 }
 
 // openDirBeneath opens directory p, a path below dirfd, as an O_PATH

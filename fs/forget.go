@@ -13,7 +13,7 @@ import (
 // notified from another goroutine because a notification sent while a FUSE
 // request is being served may wait for that very request.
 func (f *FS) Forget(r cache.Route) {
-	f.dropAnchors(r.Name)
+	f.dirs.drop(r.Name)
 	dir := r.Root
 	if r.Kind == cache.KindDir {
 		dir = parentOf(r.Root)

@@ -36,7 +36,7 @@ type FS struct {
 	root        *nsNode
 	unknownErrs sync.Map // error texts already logged by toErrno
 	restore     restoring
-	dirs        dirFDs
+	dirs        dirCache
 
 	// server is set once mounted; nodes use it for kernel notifications.
 	server *fuse.Server

@@ -46,7 +46,7 @@ type mountConfig struct {
 
 // mountTest mounts an FS on a temp dir and unmounts it in Cleanup. FUSE
 // debug output appears only under -v.
-func mountTest(t *testing.T, mc mountConfig) *testMount {
+func mountTest(t testing.TB, mc mountConfig) *testMount {
 	t.Helper()
 	requireFUSE(t)
 	if mc.passthrough == "" {
@@ -72,7 +72,7 @@ func mountTest(t *testing.T, mc mountConfig) *testMount {
 
 // newTestFS returns an FS over a fresh cache in a temp dir, not mounted;
 // the store is closed in Cleanup.
-func newTestFS(t *testing.T, mc mountConfig) (*testMount, *FS) {
+func newTestFS(t testing.TB, mc mountConfig) (*testMount, *FS) {
 	t.Helper()
 	if mc.match == "" {
 		mc.match = `^(?P<dataset>[^/]+)/`

@@ -40,7 +40,11 @@ func (n *dsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 		return errno
 	}
 	defer e.release()
-	return n.fsys.toErrno(unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR))
+	if err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR); err != nil {
+		return n.fsys.toErrno(err)
+	}
+	n.fsys.dirs.renamed(n.ds)
+	return 0
 }
 
 // Create creates and opens a file inside a dataset.
@@ -141,6 +145,10 @@ func (n *dsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 	defer to.release()
 	if err := unix.Renameat2(from.dir, from.name, to.dir, to.name, uint(flags)); err != nil {
 		return n.fsys.toErrno(err)
+	}
+	if ch := n.GetChild(name); ch == nil || ch.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR || flags&unix.RENAME_EXCHANGE != 0 {
+		// A directory moved (or may have): paths below it name others now.
+		n.fsys.dirs.renamed(n.ds)
 	}
 	n.ds.EntryAppeared(rel)
 	return 0

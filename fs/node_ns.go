@@ -151,6 +151,7 @@ func (n *nsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
+	defer e.release()
 	if err := unix.Fchmodat(e.dir, e.name, mode&0o7777, 0); err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
@@ -184,7 +185,7 @@ func (n *nsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	if err := n.fsys.store.Remove(d); err != nil {
 		return n.fsys.toErrno(err)
 	}
-	n.fsys.dropAnchors(d.Name())
+	n.fsys.dirs.drop(d.Name())
 	n.touch()
 	return 0
 }

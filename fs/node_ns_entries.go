@@ -33,6 +33,7 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		if err != nil {
 			return nil, n.fsys.toErrno(err)
 		}
+		defer e.release()
 		return n.fsys.entryNode(ctx, n.EmbeddedInode(), d, e, out)
 	}
 	return nil, syscall.ENOENT

@@ -60,6 +60,7 @@ func (n *nsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
+	defer e.release()
 	n.touch()
 	return n.fsys.mknod(ctx, n.EmbeddedInode(), d, e, name, mode, rdev, out)
 }
@@ -78,6 +79,7 @@ func (n *nsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
+	defer e.release()
 	n.touch()
 	return n.fsys.symlink(ctx, n.EmbeddedInode(), d, e, name, target, out)
 }
@@ -97,6 +99,7 @@ func (n *nsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name strin
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
+	defer e.release()
 	n.touch()
 	return n.fsys.link(ctx, n.EmbeddedInode(), t, e, name, out)
 }
@@ -115,6 +118,7 @@ func (n *nsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 	if err != nil {
 		return n.fsys.toErrno(err)
 	}
+	defer e.release()
 	n.touch()
 	return n.fsys.unlink(d, e)
 }
@@ -146,11 +150,12 @@ func (n *nsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 		if np.anchoredDatasetOrNew(to) != d.Name() || np != n {
 			return syscall.EXDEV
 		}
-		dir, err := n.fsys.anchor(d)
+		e, err := n.fsys.at(d, name)
 		if err != nil {
 			return n.fsys.toErrno(err)
 		}
-		if err := unix.Renameat2(dir, name, dir, newName, uint(flags)); err != nil {
+		defer e.release()
+		if err := unix.Renameat2(e.dir, name, e.dir, newName, uint(flags)); err != nil {
 			return n.fsys.toErrno(err)
 		}
 		n.touch()
@@ -213,7 +218,7 @@ func (n *nsNode) renameDataset(ctx context.Context, d *cache.Dataset, np *nsNode
 		if err := n.fsys.store.Remove(old); err != nil {
 			return n.fsys.toErrno(err)
 		}
-		n.fsys.dropAnchors(old.Name())
+		n.fsys.dirs.drop(old.Name())
 	}
 	if err := n.fsys.store.Rename(d, r); err != nil {
 		return n.fsys.toErrno(err)

@@ -262,3 +262,44 @@ func TestNodeSetattrRefusesSymlinkMode(t *testing.T) {
 		t.Fatalf("the symlink's target changed mode to %v", st.Mode())
 	}
 }
+
+// TestNodeDirectoryRenamedOrReplaced: operations resolve a directory's
+// path afresh after a rename or rmdir inside the dataset, though the
+// descriptors of directories are cached.
+func TestNodeDirectoryRenamedOrReplaced(t *testing.T) {
+	nt := newNodeTest(t, mountConfig{})
+	ds := nt.mkdir(t, nt.fsys.root, "ckpt.6").Operations().(*dsNode)
+	a := nt.mkdir(t, ds, "a").Operations().(*dsNode)
+	nt.writeFile(t, a, "one", []byte("1")) // caches "a"
+	if errno := ds.Rename(nt.ctx, "a", ds, "b", 0); errno != 0 {
+		t.Fatalf("rename: %v", errno)
+	}
+	ds.MvChild("a", ds.EmbeddedInode(), "b", true)
+	a2 := nt.mkdir(t, ds, "a").Operations().(*dsNode)
+	nt.writeFile(t, a2, "two", []byte("2"))
+	b := ds.GetChild("b").Operations().(*dsNode)
+	nt.writeFile(t, b, "three", []byte("3"))
+	cache := filepath.Join(nt.store.CacheDir(), "ckpt.6")
+	for p, want := range map[string]string{"a/two": "2", "b/one": "1", "b/three": "3"} {
+		if got, err := os.ReadFile(filepath.Join(cache, p)); err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v; want %q", p, got, err, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cache, "a", "one")); !os.IsNotExist(err) {
+		t.Errorf("a/one exists after a was renamed: %v", err)
+	}
+	// rmdir and mkdir of the same name: the new directory, not the old.
+	if errno := a2.Unlink(nt.ctx, "two"); errno != 0 {
+		t.Fatal(errno)
+	}
+	a2.RmChild("two")
+	if errno := ds.Rmdir(nt.ctx, "a"); errno != 0 {
+		t.Fatalf("rmdir: %v", errno)
+	}
+	ds.RmChild("a")
+	a3 := nt.mkdir(t, ds, "a").Operations().(*dsNode)
+	nt.writeFile(t, a3, "four", []byte("4"))
+	if got, err := os.ReadFile(filepath.Join(cache, "a", "four")); err != nil || string(got) != "4" {
+		t.Errorf("a/four after rmdir and mkdir: %q, %v", got, err)
+	}
+}
