@@ -23,7 +23,24 @@ func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset
 		return nil, f.toErrno(err)
 	}
 	out.Attr.FromStat(&st)
+	cacheLong(d, out)
 	return parent.NewInode(ctx, &dsNode{fsys: f, ds: d}, stableOf(&st)), 0
+}
+
+// immutableTimeout is how long the kernel may keep names and attributes of
+// a complete dataset: they no longer change, and a dataset that leaves the
+// cache or is restored anew is invalidated explicitly (Forget, Appeared).
+// Reading a checkpoint back, after a restart say, then costs no lookups
+// beyond the first.
+const immutableTimeout = time.Hour
+
+// cacheLong lets the kernel keep entry out of complete dataset d for
+// immutableTimeout rather than the mount's timeouts.
+func cacheLong(d *cache.Dataset, out *fuse.EntryOut) {
+	if !d.Writable() {
+		out.SetEntryTimeout(immutableTimeout)
+		out.SetAttrTimeout(immutableTimeout)
+	}
 }
 
 // create creates and opens the cache file rel of dataset d as a child of
@@ -37,7 +54,7 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 		d.CloseWrite("", 0, false)
 		return nil, nil, 0, f.toErrno(err)
 	}
-	if uid, gid, ok := callerOwner(ctx); ok {
+	if uid, gid, ok := f.callerOwner(ctx); ok {
 		syscall.Fchown(fd, uid, gid)
 	}
 	var st syscall.Stat_t
@@ -65,7 +82,7 @@ func (f *FS) mknod(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, e 
 	if err := unix.Mknodat(e.dir, e.name, mode, int(rdev)); err != nil {
 		return nil, f.toErrno(err)
 	}
-	preserveOwner(ctx, e)
+	f.preserveOwner(ctx, e)
 	if mode&syscall.S_IFMT == syscall.S_IFREG {
 		d.AddUsage(1, 0)
 	}
@@ -81,7 +98,7 @@ func (f *FS) symlink(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, 
 	if err := unix.Symlinkat(target, e.dir, e.name); err != nil {
 		return nil, f.toErrno(err)
 	}
-	preserveOwner(ctx, e)
+	f.preserveOwner(ctx, e)
 	d.EntryAppeared(rel)
 	return f.entryNode(ctx, parent, d, e, out)
 }

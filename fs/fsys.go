@@ -137,8 +137,8 @@ func stableOf(st *syscall.Stat_t) gofs.StableAttr {
 // callerOwner returns the caller's uid and gid when a new cache entry
 // should belong to them: when the daemon runs as root, as a local file
 // system would give it to the caller.
-func callerOwner(ctx context.Context) (uid, gid int, ok bool) {
-	if os.Getuid() != 0 {
+func (f *FS) callerOwner(ctx context.Context) (uid, gid int, ok bool) {
+	if f.owner.uid != 0 { // the daemon's user, read once (os.Getuid is a system call)
 		return 0, 0, false
 	}
 	caller, ok := fuse.FromContext(ctx)
@@ -150,8 +150,8 @@ func callerOwner(ctx context.Context) (uid, gid int, ok bool) {
 
 // preserveOwner gives new cache entry e to the calling user (see
 // callerOwner).
-func preserveOwner(ctx context.Context, e entry) {
-	if uid, gid, ok := callerOwner(ctx); ok {
+func (f *FS) preserveOwner(ctx context.Context, e entry) {
+	if uid, gid, ok := f.callerOwner(ctx); ok {
 		unix.Fchownat(e.dir, e.name, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 	}
 }

@@ -42,6 +42,11 @@ type mountConfig struct {
 	passthrough string
 	cacheSize   int
 	allowOther  bool
+	// timeouts overrides the mount's entry, attribute and negative
+	// timeouts (1 s) when set; -1 means none.
+	timeouts time.Duration
+	// requests, when set, counts every FUSE request the kernel sends.
+	requests *requestCounter
 }
 
 // mountTest mounts an FS on a temp dir and unmounts it in Cleanup. FUSE
@@ -53,11 +58,18 @@ func mountTest(t testing.TB, mc mountConfig) *testMount {
 		mc.passthrough = "off"
 	}
 	tm, fsys := newTestFS(t, mc)
+	timeout := time.Second
+	switch {
+	case mc.timeouts < 0:
+		timeout = 0
+	case mc.timeouts > 0:
+		timeout = mc.timeouts
+	}
 	var err error
 	tm.m, err = fsys.Mount(tm.dir, MountOptions{
-		MaxWrite: 1 << 20, EntryTimeout: time.Second, AttrTimeout: time.Second, NegativeTimeout: time.Second,
+		MaxWrite: 1 << 20, EntryTimeout: timeout, AttrTimeout: timeout, NegativeTimeout: timeout,
 		AllowOther: mc.allowOther, Passthrough: mc.passthrough,
-		Debug: testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
+		Debug: mc.requests != nil || testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +98,13 @@ func newTestFS(t testing.TB, mc mountConfig) (*testMount, *FS) {
 		t.Fatal(err)
 	}
 	tm := &testMount{dir: filepath.Join(base, "mnt"), completed: make(chan string, 16)}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var log *slog.Logger
+	if mc.requests != nil {
+		mc.requests.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+		log = slog.New(mc.requests)
+	} else {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	tm.store, err = cache.Open(cache.Options{
 		CacheDir:   jobdir.Path{Base: base, Names: []string{"cache"}},
 		ControlDir: jobdir.Path{Base: base, Names: []string{"control"}},

@@ -148,6 +148,9 @@ func (n *dsNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Attr
 		return n.fsys.toErrno(err)
 	}
 	out.FromStat(&st)
+	if !n.ds.Writable() {
+		out.SetTimeout(immutableTimeout)
+	}
 	return 0
 }
 

@@ -25,7 +25,7 @@ func (n *dsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if err := unix.Mkdirat(e.dir, e.name, mode); err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	preserveOwner(ctx, e)
+	n.fsys.preserveOwner(ctx, e)
 	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
 }
 

@@ -155,7 +155,7 @@ func (n *nsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if err := unix.Fchmodat(e.dir, e.name, mode&0o7777, 0); err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	preserveOwner(ctx, e)
+	n.fsys.preserveOwner(ctx, e)
 	n.touch()
 	return n.datasetRootNode(ctx, d, out)
 }

@@ -46,6 +46,7 @@ func (n *nsNode) datasetRootNode(ctx context.Context, d *cache.Dataset, out *fus
 		return nil, n.fsys.toErrno(err)
 	}
 	out.Attr.FromStat(&st)
+	cacheLong(d, out)
 	return n.NewInode(ctx, &dsNode{fsys: n.fsys, ds: d, root: true}, stableOf(&st)), 0
 }
 
