@@ -35,11 +35,12 @@ import (
 // options are the command-line settings.
 type options struct {
 	nodes, ranks, rounds int
+	retries              int
 	size                 int64
 	small, smallSize     int
 	schemes, workloads   []string
 	dir, bin             string
-	verbose              bool
+	verbose, settle      bool
 	settings             []string
 }
 
@@ -55,11 +56,13 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.small, "small", 1000, "small files per rank")
 	smallSize := fs.String("small-size", "4KiB", "bytes per small file")
 	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds after one untimed warm-up")
+	fs.IntVar(&o.retries, "retries", 4, "times a round is measured again when other processes used the CPU meanwhile")
 	schemes := fs.String("schemes", strings.Join(knownSchemes, ","), "comma-separated redundancy schemes")
 	wls := fs.String("workloads", "large,dcp,small", "comma-separated workloads")
 	fs.StringVar(&o.dir, "dir", "/dev/shm", "scratch directory: caches, control dirs, mountpoints and the direct writes (RAM disk)")
 	fs.StringVar(&o.bin, "bin", "", "scrfs binary to run (default: go build ./cmd/scrfs)")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
+	fs.BoolVar(&o.settle, "settle", true, "before each measurement, write and delete as much as the checkpoint in -dir, so direct and mount both land on memory the host has just backed")
 	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable)", func(v string) error {
 		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
 			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
@@ -85,8 +88,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.nodes < 1 || o.nodes > 64 {
 		return o, fmt.Errorf("-nodes %d: want 1 to 64", o.nodes)
 	}
-	if o.ranks < 1 || o.small < 0 || o.rounds < 1 {
-		return o, fmt.Errorf("-ranks, -small and -rounds: want ≥ 1, ≥ 0 and ≥ 1")
+	if o.ranks < 1 || o.small < 0 || o.rounds < 1 || o.retries < 0 {
+		return o, fmt.Errorf("-ranks, -small, -rounds and -retries: want ≥ 1, ≥ 0, ≥ 1 and ≥ 0")
 	}
 	if o.schemes, err = list(*schemes, knownSchemes); err != nil {
 		return o, fmt.Errorf("-schemes: %w", err)

@@ -16,11 +16,11 @@ const targetLarge = 1.05
 func report(w io.Writer, o options, results map[string]map[string]*series) {
 	fmt.Fprintf(w, "\ncheckpoint stall, %d nodes × %d ranks; large and dcp: %s per rank (1 MiB writes, fsync); small: %d × %d B per rank; caches and direct writes in %s\n",
 		o.nodes, o.ranks, fmtBytes(o.size), o.small, o.smallSize, o.dir)
-	fmt.Fprintf(w, "median [min–max] of %d rounds after an untimed warm-up; direct and mount alternate which goes first\n", o.rounds)
+	fmt.Fprintf(w, "median [min–max] of %d rounds after an untimed warm-up; direct and mount alternate which goes first; settle before each: %v\n", o.rounds, o.settle)
 	fmt.Fprint(w, "stall = first open → last close (dcp: → the rename of .metadata); complete = first open → the last node's \"dataset complete\";\n"+
 		"protected = earliest \"dataset complete\" → latest \"dataset protected\" (off the application's path); worst = the largest per-round ratio\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "scheme\tworkload\tdirect stall\tmount stall\t÷ direct\tworst\tmount complete\t÷ direct\tprotected\thost took back\tothers' CPU")
+	fmt.Fprintln(tw, "scheme\tworkload\tdirect stall\tmount stall\t÷ direct\tworst\tmount complete\t÷ direct\tprotected\thost took back\tothers' CPU\tredone")
 	for _, sch := range o.schemes {
 		for _, name := range o.workloads {
 			s := results[sch][name]
@@ -48,17 +48,20 @@ func report(w io.Writer, o options, results map[string]map[string]*series) {
 			for _, x := range append(s.direct, s.mount...) {
 				took, others = max(took, x.reported), max(others, x.others)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f%s\t%s\t%.2f\t%s\t%d MiB\t%.2f s\n", sch, name, spread(d), spread(m), ratio, worst, mark,
-				spread(comp), job.Median(comp).Seconds()/job.Median(d).Seconds(), spread(prot), took>>10, others.Seconds())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f%s\t%s\t%.2f\t%s\t%d MiB\t%.2f s\t%d\n", sch, name, spread(d), spread(m), ratio, worst, mark,
+				spread(comp), job.Median(comp).Seconds()/job.Median(d).Seconds(), spread(prot), took>>10, others.Seconds(), s.redone)
 		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nhost took back = the most memory the guest handed back to the host (free page reporting) during one measurement;\n"+
 		"writing into such memory again costs the host a fault per page, so a measurement where it is large paid for it;\n"+
-		"others' CPU = the most CPU time other processes on the machine used during one measurement (from /proc/stat)")
+		"others' CPU = the most CPU time other processes on the machine used during one kept measurement (from /proc/stat);\n"+
+		"redone = rounds measured again because other processes used more than 10% of a core meanwhile (at most -retries times)")
 }
 
-func stalls(v []sample) []time.Duration { return pick(v, func(x sample) time.Duration { return x.stall }) }
+func stalls(v []sample) []time.Duration {
+	return pick(v, func(x sample) time.Duration { return x.stall })
+}
 
 func pick(v []sample, f func(sample) time.Duration) []time.Duration {
 	out := make([]time.Duration, len(v))

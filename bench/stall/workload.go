@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -155,4 +156,33 @@ func (w *writer) checkpoint(wl workload, roots []string, ranksPerNode int, ds st
 		return 0, fmt.Errorf("rank 0 finishing: %w", err)
 	}
 	return time.Since(start), nil
+}
+
+// settle writes as many bytes as one checkpoint of wl, with as many
+// writers, into scratch files under dir and deletes them again. The VM this
+// runs on hands free memory back to its host, and writing into such memory
+// costs the host a fault per page (see bench/README.md): settling first
+// makes every measured checkpoint, direct or through the mount, land on
+// pages the host has just backed, so the comparison shows what the mount
+// costs rather than where the guest's free memory happened to be.
+func (w *writer) settle(dir string, wl workload, writers int) error {
+	per := w.size
+	if wl.name == "small" {
+		per = int64(w.small) * int64(w.smallSize)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[g] = w.writeFile(filepath.Join(dir, fmt.Sprint(g)), per, w.bufs[g], false)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
