@@ -12,10 +12,18 @@
 //     computes its entries from the store on every lookup and readdir, so the
 //     tree never has to be rebuilt after a restart, an eviction or a rebuild.
 //   - dsNode: a file, directory or symlink that belongs to a dataset. It is a
-//     loopback onto the dataset's cache directory: its backing path is the
-//     dataset's directory joined with its path below the dataset's anchor (the
-//     dataset's root node for directory datasets, the shared namespace
-//     directory for flat ones).
+//     loopback onto the dataset's cache directory: its backing entry is its
+//     path below the dataset's anchor (the dataset's root node for directory
+//     datasets, the shared namespace directory for flat ones), named
+//     relative to a descriptor of its parent directory, never by an absolute
+//     path: paths inside a dataset may be longer than PATH_MAX, and
+//     resolving beneath the dataset (openat2, no symlinks) keeps every
+//     operation inside it. The descriptors of directories are cached
+//     (dirCache), so this costs no extra system call.
+//
+// Modes are reported as stored (0000 included), every directory lists "."
+// and "..", and names and attributes of complete datasets, which no longer
+// change, may stay in the kernel's cache for an hour.
 //
 // Files are served by a handle over the cache file's descriptor. When the
 // kernel supports FUSE passthrough (Linux ≥ 6.9) and the daemon may use it
