@@ -109,6 +109,9 @@ func restartControlFull(t *testing.T, i int) (c *Cluster, n *Node, want1 []map[s
 	if ro == nil || ro.Reason != "no_space" || !strings.Contains(ro.Error, "no space left on device") || ro.Since.IsZero() {
 		t.Fatalf("node %d restarted on a full control file system: status read_only %+v", i, ro)
 	}
+	if out, _, _ := n.CLI("status"); !strings.Contains(out, "READ-ONLY since") || !strings.Contains(out, "no space left on device") {
+		t.Fatalf("scrfs status of node %d does not say it is read-only:\n%s", i, out)
+	}
 	n.WaitLog(time.Second, "cannot write the cache state: read-only until it can", "reason=no_space")
 	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 1 {
 		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v while read-only`, v)
