@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"os"
 	"sync"
 	"time"
 
@@ -50,6 +51,18 @@ func (d *Dataset) Dir() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return layout.DatasetDir(d.store.CacheDir(), d.name)
+}
+
+// ShareDir returns where this node keeps the share of the member of
+// identity id: its hosted directory when this node rebuilt that share for
+// a node gone from the job (layout.HostedDir), else the dataset directory
+// (the node's own share, or one rebuilt onto it as a replacement).
+func (d *Dataset) ShareDir(id string) string {
+	dir := d.Dir()
+	if h := layout.HostedDir(dir, id); isDir(h) {
+		return h
+	}
+	return dir
 }
 
 // Route returns how the dataset is anchored in the mount.
@@ -205,4 +218,9 @@ func (d *Dataset) infoLocked() Info {
 		Seq: d.seq, Began: d.began, Files: d.files, Bytes: d.bytes, Writers: d.writers, Completing: d.completing,
 		Flush: d.flush,
 	}
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

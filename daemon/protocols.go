@@ -85,13 +85,14 @@ func NewProtocols(o ProtocolOptions) (*Protocols, error) {
 	pr := &Protocols{}
 	p, err := redundancy.New(redundancy.Options{
 		Mux: o.Mux, Store: o.Store, Mount: o.Mount, Nodes: cl.Size(),
-		Set: slices.Clone(set.Members), Group: set.ID, Groups: len(cl.Layout.Sets),
 		Params: schemes.Params{Kind: kind, Size: len(set.Members), Replicas: cl.Scheme.Replicas,
 			Parity: cl.Scheme.Parity, PieceSize: o.PieceSize},
 		Timeout:        o.Timeout,
 		ConnectTimeout: o.ConnectTimeout,
 		MemberTimeout:  o.MemberTimeout,
 		OnSettled:      func(name string) { pr.Flusher.Settled(name) },
+		OnMembers:      func(ids []string) { pr.Namespace.SetMembers(ids) },
+		OnRevised:      func(name string) { pr.Namespace.Revised(name) },
 		Logger:         o.Logger,
 		Registerer:     o.Registerer,
 	})

@@ -30,7 +30,6 @@ type Manifest struct {
 	Entries []Entry
 }
 
-
 // ForNodes returns the entries the given nodes flushed, in manifest order,
 // each directory once: the share one node of a smaller job fetches.
 func (m *Manifest) ForNodes(nodes []int) []Entry {

@@ -35,6 +35,19 @@ func DatasetMetaDir(datasetDir string) string {
 	return filepath.Join(datasetDir, MetaDir)
 }
 
+// HostedRoot returns where a node keeps, inside its copy of a dataset (the
+// dataset directory datasetDir), the shares it rebuilt for nodes gone from
+// the job: one directory each, named by the member's identity (HostedDir).
+func HostedRoot(datasetDir string) string {
+	return filepath.Join(DatasetMetaDir(datasetDir), "hosted")
+}
+
+// HostedDir returns where a node keeps the share of member id of the
+// dataset in datasetDir that it rebuilt for a node gone from the job.
+func HostedDir(datasetDir, id string) string {
+	return filepath.Join(HostedRoot(datasetDir), id)
+}
+
 // PrefixDatasetDir returns where dataset name is flushed to in the prefix
 // directory: <prefix>/<name>, the tree the application wrote.
 func PrefixDatasetDir(prefix, name string) string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ type Namespace struct {
 	metrics *metrics
 
 	mu      sync.Mutex
+	ids     []string           // every node's identity, by index, as the job last took stock
 	views   map[string]*View   // by dataset
 	flights map[string]*flight // transfers under way, by read cache path
 }
@@ -110,6 +112,34 @@ func (n *Namespace) View(name string) *View {
 	}
 	n.mu.Unlock()
 	return v
+}
+
+// SetMembers tells the namespace every node's identity, by index (""
+// where unknown): where the holders of shares rebuilt onto other nodes are.
+func (n *Namespace) SetMembers(ids []string) {
+	n.mu.Lock()
+	n.ids = slices.Clone(ids)
+	n.mu.Unlock()
+}
+
+// holder returns the index of the node that holds e's share: the node of
+// its holder's identity, else (the job has not taken stock since) the node
+// that wrote it.
+func (n *Namespace) holder(e *Entry) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if i := slices.Index(n.ids, e.Holder); i >= 0 {
+		return i
+	}
+	return e.Node
+}
+
+// Revised forgets the view of dataset name: its record was revised (a
+// share moved), and the next View reads it again.
+func (n *Namespace) Revised(name string) {
+	n.mu.Lock()
+	delete(n.views, name)
+	n.mu.Unlock()
 }
 
 // Drop forgets dataset name (it left the cache): its view and what the read

@@ -72,7 +72,7 @@ func (n *Namespace) Materialize(ctx context.Context, dataset string, e *Entry) (
 		if ds == nil {
 			return "", fmt.Errorf("%s left this node's cache: %w", dataset, os.ErrNotExist)
 		}
-		return filepath.Join(ds.Dir(), filepath.FromSlash(p)), nil
+		return filepath.Join(ds.ShareDir(e.Member), filepath.FromSlash(p)), nil
 	}
 	dst := n.rc.path(dataset, e.Member, p)
 	if n.rc.get(dst) {
@@ -97,7 +97,7 @@ func (n *Namespace) Materialize(ctx context.Context, dataset string, e *Entry) (
 		if f.err != nil {
 			result = "failed"
 			n.log.Error("could not read a file another node holds", "dataset", dataset, "path", e.Path,
-				"node", e.Node, "err", f.err)
+				"node", n.holder(e), "err", f.err)
 		}
 		n.metrics.reads.WithLabelValues(result).Inc()
 		return dst, f.err
@@ -120,12 +120,13 @@ func (n *Namespace) fetch(ctx context.Context, dataset string, e *Entry, p, dst 
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
-		err := n.fetchOnce(ctx, dataset, e, p, dst)
+		node := n.holder(e) // a stock-taking may move it meanwhile
+		err := n.fetchOnce(ctx, dataset, e, node, p, dst)
 		retry := errors.Is(err, ErrNotHeld) || (err != nil && !jobnet.IsRemote(err))
 		if err == nil || !retry || time.Now().Add(backoff).After(deadline) {
 			if retry {
 				return fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
-					dataset, e.Path, e.Node, n.o.MemberTimeout, err)
+					dataset, e.Path, node, n.o.MemberTimeout, err)
 			}
 			return err
 		}
@@ -135,13 +136,13 @@ func (n *Namespace) fetch(ctx context.Context, dataset string, e *Entry, p, dst 
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
-				dataset, e.Path, e.Node, n.o.MemberTimeout, err)
+				dataset, e.Path, node, n.o.MemberTimeout, err)
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
-func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, p, dst string) error {
+func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, node int, p, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
@@ -161,11 +162,11 @@ func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, p, 
 	}
 	recv := make(chan got, 1)
 	go func() {
-		size, crc, err := n.receive(ctx, e.Node, sid, tmp)
+		size, crc, err := n.receive(ctx, node, sid, tmp)
 		recv <- got{size, crc, err}
 	}()
 	var rep readReply
-	err = n.o.Mux.Call(ctx, e.Node, "ns-read", readReq{Dataset: dataset, Member: e.Member, Path: p, Stream: sid}, &rep)
+	err = n.o.Mux.Call(ctx, node, "ns-read", readReq{Dataset: dataset, Member: e.Member, Path: p, Stream: sid}, &rep)
 	if err != nil {
 		cancel()
 		<-recv
@@ -177,9 +178,9 @@ func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, p, 
 		return r.err
 	case r.size != rep.Size || r.crc != rep.CRC:
 		return fmt.Errorf("%s/%s from node %d: received %d bytes with CRC32C %08x, sent %d with %08x",
-			dataset, p, e.Node, r.size, r.crc, rep.Size, rep.CRC)
+			dataset, p, node, r.size, r.crc, rep.Size, rep.CRC)
 	case rep.Size != e.Meta.Size:
-		return fmt.Errorf("%s/%s from node %d: %d bytes, the record says %d", dataset, p, e.Node, rep.Size, e.Meta.Size)
+		return fmt.Errorf("%s/%s from node %d: %d bytes, the record says %d", dataset, p, node, rep.Size, e.Meta.Size)
 	}
 	if err := tmp.Chmod(0o400); err != nil {
 		return err
@@ -190,7 +191,7 @@ func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, p, 
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return err
 	}
-	n.metrics.received.WithLabelValues(strconv.Itoa(e.Node)).Add(float64(r.size))
+	n.metrics.received.WithLabelValues(strconv.Itoa(node)).Add(float64(r.size))
 	n.rc.add(dst, r.size)
 	return nil
 }
@@ -240,11 +241,12 @@ func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, e
 	if mem == nil || mem.HeldBy() != n.o.Store.NodeID() {
 		return nil, fmt.Errorf("node %d does not hold member %.12s's share of %s: %w", n.self, m.Member, m.Dataset, ErrNotHeld)
 	}
-	want, known, err := recordedCRC(ds.Dir(), mem, m.Path)
+	dir := ds.ShareDir(mem.ID)
+	want, known, err := recordedCRC(dir, mem, m.Path)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(ds.Dir(), filepath.FromSlash(path.Clean(m.Path))))
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(path.Clean(m.Path))))
 	if err != nil {
 		return nil, fmt.Errorf("node %d: %w", n.self, err)
 	}

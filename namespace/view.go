@@ -14,10 +14,12 @@ import (
 type Entry struct {
 	Path string // relative to the dataset's root, "." for the root itself
 	Meta schemes.FileMeta
-	// Member is the identity of the member whose copy this node sees;
-	// Node is the index of the node that holds that member's share.
+	// Member is the identity of the member whose copy this node sees,
+	// Node the index of the node that wrote it, Holder the identity of
+	// the node that holds that share now.
 	Member string
 	Node   int
+	Holder string
 	// Local is set when this node holds the copy itself.
 	Local bool
 	// Writers counts the members that wrote this path (more than one
@@ -64,7 +66,7 @@ func NewView(rec *record.Record, self string) *View {
 				}
 				continue
 			}
-			v.entries[p] = &Entry{Path: p, Meta: f, Member: m.ID, Node: m.Node, Local: m.HeldBy() == self, Writers: 1}
+			v.entries[p] = &Entry{Path: p, Meta: f, Member: m.ID, Node: m.Node, Holder: m.HeldBy(), Local: m.HeldBy() == self, Writers: 1}
 			if p != "." {
 				dir := path.Dir(p)
 				v.children[dir] = append(v.children[dir], path.Base(p))

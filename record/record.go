@@ -127,6 +127,18 @@ func (r *Record) Member(id string) *Member {
 	return nil
 }
 
+// Held returns the members whose shares the node of identity id holds:
+// its own, and any rebuilt onto it.
+func (r *Record) Held(id string) []*Member {
+	var out []*Member
+	for i := range r.Members {
+		if m := &r.Members[i]; m.HeldBy() == id {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // Newer reports whether r supersedes o: a later completion, or the same
 // one revised.
 func (r *Record) Newer(o *Record) bool {

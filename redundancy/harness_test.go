@@ -78,7 +78,8 @@ func (f *fixture) write(name string, max int, skip ...int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.written[name] = map[int]map[string]string{}
-	for _, n := range f.Nodes {
+	for _, i := range f.All() {
+		n := f.Nodes[i]
 		files := map[string][]byte{}
 		if !contains(skip, n.Index) {
 			for k := range 1 + f.rng.IntN(3) {

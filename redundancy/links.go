@@ -11,12 +11,14 @@ import (
 )
 
 // streamLinks gives a scheme operation one stream per pair of set members.
-// Stream ids carry the operation's prefix (dataset and attempt token), so
-// streams of two operations never meet; of each pair the node with the
-// lower index opens, the other accepts.
+// Stream ids carry the operation's prefix (dataset and attempt token) and
+// the pair's ranks, so streams of two operations never meet and a node
+// playing two ranks of a rebuild (its own, and one it hosts) keeps them
+// apart; of each pair the lower rank opens, the other accepts.
 type streamLinks struct {
 	mux     *jobnet.Mux
 	nodes   []int  // node index of each member rank
+	rank    int    // the rank this end plays
 	prefix  string // operation id, e.g. "enc/ckpt.10/3f9a…"
 	timeout time.Duration
 
@@ -34,15 +36,15 @@ func (l *streamLinks) Conn(ctx context.Context, rank int) (schemes.Conn, error) 
 	if rank < 0 || rank >= len(l.nodes) {
 		return nil, fmt.Errorf("no stream to member %d", rank)
 	}
-	other, self := l.nodes[rank], l.mux.Self()
-	id := fmt.Sprintf("%s/%d-%d", l.prefix, min(self, other), max(self, other))
+	other := l.nodes[rank]
+	id := fmt.Sprintf("%s/%d-%d", l.prefix, min(l.rank, rank), max(l.rank, rank))
 	// A member that died before opening its end must not hold the others
 	// forever; once open, every message has its own I/O deadline.
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
 	var s jobnet.Stream
 	var err error
-	if self < other {
+	if l.rank < rank {
 		s, err = l.mux.OpenStream(ctx, other, id)
 	} else {
 		s, err = l.mux.AcceptStream(ctx, other, id)
@@ -65,7 +67,8 @@ func (l *streamLinks) close() {
 	}
 }
 
-// links returns the streams of one operation of the set of nodes (by rank).
-func (p *Protector) links(nodes []int, prefix string) *streamLinks {
-	return &streamLinks{mux: p.o.Mux, nodes: nodes, prefix: prefix, timeout: p.o.ConnectTimeout}
+// links returns the streams of one operation of the set of nodes (by
+// rank), for the end that plays rank.
+func (p *Protector) links(nodes []int, rank int, prefix string) *streamLinks {
+	return &streamLinks{mux: p.o.Mux, nodes: nodes, rank: rank, prefix: prefix, timeout: p.o.ConnectTimeout}
 }

@@ -10,22 +10,24 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
 )
 
-// invDataset is what a member says about one completed dataset in its cache
-// when its set takes stock after a restart.
+// heldShare is one member's share of a dataset that a node holds: its own,
+// or one rebuilt onto it for a member whose node is gone.
+type heldShare struct {
+	Member  string `json:"member"` // the member's identity
+	Intact  bool   `json:"intact"` // its redundancy file and files verified (schemes.Inspect)
+	Problem string `json:"problem,omitempty"`
+}
+
+// invDataset is what a node says about one recorded dataset it holds.
 type invDataset struct {
-	Name    string      `json:"name"`
-	Kind    cache.Kind  `json:"kind"`
-	Root    string      `json:"root"`
-	ID      uint64      `json:"id"`
-	State   cache.State `json:"state"`
-	Intact  bool        `json:"intact"` // redundancy file and files verified (schemes.Inspect)
-	Problem string      `json:"problem,omitempty"`
-	// Record is the job's record of the dataset as this member keeps it
-	// (nil for a dataset completed before records existed).
-	Record *record.Record `json:"record,omitempty"`
+	Name   string         `json:"name"`
+	Kind   cache.Kind     `json:"kind"`
+	Root   string         `json:"root"`
+	State  cache.State    `json:"state"`
+	Record *record.Record `json:"record"`
+	Shares []heldShare    `json:"shares"`
 }
 
 // check refuses a dataset whose name, route or record a peer made up.
@@ -34,7 +36,7 @@ func (i invDataset) check() error {
 		return err
 	}
 	if i.Record == nil {
-		return nil
+		return fmt.Errorf("%s: no record", i.Name)
 	}
 	if err := i.Record.Check(); err != nil {
 		return err
@@ -47,168 +49,325 @@ func (i invDataset) check() error {
 
 func (i invDataset) route() cache.Route { return cache.Route{Name: i.Name, Kind: i.Kind, Root: i.Root} }
 
-// inventoryMsg is a member's answer to its coordinator.
+// inventoryMsg is a node's answer to the stock-taking coordinator.
 type inventoryMsg struct {
 	Node     int          `json:"node"`
-	ID       string       `json:"id"` // the member's identity (its cache's)
+	ID       string       `json:"id"` // the node's identity (its cache's)
 	Datasets []invDataset `json:"datasets"`
 }
 
-// actionKind is what the set does with one dataset.
+// actionKind is what the job does with one set of a dataset.
 type actionKind string
 
 const (
 	actRebuild actionKind = "rebuild" // restore the lost members from the others
-	actFail    actionKind = "fail"    // beyond what the scheme tolerates: drop it everywhere
-	actDegrade actionKind = "degrade" // recoverable, but a lost member is not here to receive it
-	actProtect actionKind = "protect" // complete everywhere but never encoded: encode it
+	actFail    actionKind = "fail"    // beyond what the scheme tolerates: fail it everywhere
+	actDegrade actionKind = "degrade" // recoverable, but a member is not here to take part
+	actProtect actionKind = "protect" // recorded everywhere but never encoded: encode it
 	actClear   actionKind = "clear"   // every member intact again: protected, no longer degraded
+	actRevise  actionKind = "revise"  // a newer record (a rebuilt share's new holder): keep it
 )
 
-// action is the plan for one dataset.
+// action is the plan for one redundancy set of one dataset.
 type action struct {
-	Dataset invDataset
+	Dataset invDataset // its Record is the newest any node holds
+	Set     int
 	Kind    actionKind
-	Lost    []int  // ranks to rebuild (actRebuild)
-	Reason  string // why (actFail, actDegrade)
+	// Nodes are the nodes that play each rank (a rebuild; a node may play
+	// two, its own and one it hosts), Lost the ranks restored.
+	Nodes  []int
+	Lost   []int
+	Reason string
+	// To are the nodes the action concerns.
+	To []int
 }
 
-// plan decides, from the members' inventories, what happens to every
-// dataset any member holds, newest first. nodes[rank] is each member's node
-// index; invs has an entry for every member that answered. Every member
-// that answered follows the plan, so it is computed in one place.
-func plan(p schemes.Params, nodes []int, invs map[int]*inventoryMsg) []action {
-	type view struct {
-		ds       invDataset
-		status   []memberStatus // by rank
-		degraded bool           // some member holds it degraded
-	}
-	views := map[string]*view{}
-	for rank, node := range nodes {
-		inv := invs[node]
-		if inv == nil {
-			continue
-		}
-		for _, ds := range inv.Datasets {
-			v := views[ds.Name]
-			if v == nil {
-				v = &view{ds: ds, status: make([]memberStatus, len(nodes))}
-				for r, n := range nodes {
-					if invs[n] == nil {
-						v.status[r] = unreachable
-					}
-				}
-				views[ds.Name] = v
-			}
-			v.ds.ID = max(v.ds.ID, ds.ID)
-			if ds.Record != nil && (v.ds.Record == nil || ds.Record.Newer(v.ds.Record)) {
-				v.ds.Record = ds.Record
-			}
-			v.degraded = v.degraded || ds.State == cache.Degraded
-			if ds.Intact {
-				v.status[rank] = intact
-			} else {
-				v.status[rank] = damaged
-			}
-		}
-	}
-	var out []action
-	for _, v := range views {
-		if a, ok := decide(p, nodes, v.ds, v.status, v.degraded); ok {
-			out = append(out, a)
-		}
-	}
-	slices.SortFunc(out, func(a, b action) int { return cmp.Compare(b.Dataset.ID, a.Dataset.ID) })
-	return out
-}
-
-// memberStatus is one member's copy of a dataset. The zero value is
-// "missing": the member answered but does not have the dataset.
+// memberStatus is where a member's share stands.
 type memberStatus int
 
 const (
-	missing     memberStatus = iota
-	intact                   // verified redundancy file and files
-	damaged                  // present but not verifiable (corrupt, or never encoded)
-	unreachable              // the member did not answer
+	missing     memberStatus = iota // no answering node holds it, and every node answered: gone
+	intact                          // held and verified
+	damaged                         // held, but not verifiable (corrupt, or never encoded)
+	unreachable                     // no answering node holds it, and some node did not answer
 )
 
-// decide plans one dataset from its members' statuses. Only members that
-// answered and lack the dataset (or hold it damaged) count as lost: a member
-// that did not answer may come back with everything, so while one is away
+// plan decides, from every answering node's inventory (by node index) in a
+// job of nodes, what happens to every recorded dataset any of them holds,
+// set by set, under the dataset's record — never today's configuration.
+// Every node follows the plan, so it is computed in one place.
+func plan(nodes int, invs map[int]*inventoryMsg) []action {
+	newest := map[string]invDataset{}
+	holders := map[string]map[string][]holding{} // dataset → member → holdings
+	on := map[string][]int{}                     // dataset → nodes holding any of it
+	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
+	ids := map[int]string{}
+	for n, inv := range invs {
+		ids[n] = inv.ID
+		for _, d := range inv.Datasets {
+			if cur, ok := newest[d.Name]; !ok || d.Record.Newer(cur.Record) {
+				newest[d.Name] = d
+			}
+			if holders[d.Name] == nil {
+				holders[d.Name], degraded[d.Name] = map[string][]holding{}, map[int]bool{}
+			}
+			for _, s := range d.Shares {
+				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact})
+			}
+			on[d.Name] = append(on[d.Name], n)
+			if d.State == cache.Degraded {
+				degraded[d.Name][n] = true
+			}
+		}
+	}
+	everyone := len(invs) == nodes
+	var out []action
+	for name, d := range newest {
+		rec := d.Record
+		slices.Sort(on[name])
+		revised := rec
+		for s := range rec.Scheme.Sets {
+			set := rec.Set(s)
+			status := make([]memberStatus, len(set))
+			at := make([]int, len(set))
+			moved := map[int]string{} // rank → identity of its new holder
+			for r, m := range set {
+				hs := holders[name][m.ID]
+				slices.SortFunc(hs, func(a, b holding) int { return a.rank(m) - b.rank(m) })
+				switch {
+				case len(hs) > 0 && hs[0].intact:
+					status[r], at[r] = intact, hs[0].node
+					if hs[0].id != m.HeldBy() {
+						moved[r] = hs[0].id
+					}
+				case len(hs) > 0:
+					status[r], at[r] = damaged, hs[0].node
+				case everyone:
+					status[r], at[r] = missing, -1
+				default:
+					status[r], at[r] = unreachable, -1
+				}
+			}
+			anyDegraded := false
+			for _, n := range at {
+				anyDegraded = anyDegraded || (n >= 0 && degraded[name][n])
+			}
+			if len(moved) > 0 {
+				// A member's own node is back with its share intact (or its
+				// recorded holder lost it while another copy survives): the
+				// record follows where the share is.
+				revised = movedRecord(revised, s, moved)
+			}
+			for _, a := range decide(rec, s, set, status, at, nodes, anyDegraded) {
+				switch a.Kind {
+				case actFail:
+					a.To = answered(invs)
+				case actRebuild:
+					a.To = distinct(a.Nodes)
+				default:
+					a.To = on[name]
+				}
+				out = append(out, a)
+			}
+		}
+		if revised != rec {
+			out = append(out, action{Kind: actRevise, Set: -1, To: answered(invs)})
+		}
+		for i := range out {
+			if out[i].Dataset.Name == "" {
+				out[i].Dataset = d
+				out[i].Dataset.Record = revised
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b action) int {
+		return cmp.Or(cmp.Compare(b.Dataset.Record.Seq, a.Dataset.Record.Seq), cmp.Compare(a.Set, b.Set))
+	})
+	return out
+}
+
+// holding is a node's copy of a member's share.
+type holding struct {
+	node   int
+	id     string // the node's identity
+	intact bool
+}
+
+// rank orders the copies of member m's share, best first: intact before
+// damaged; then the member's own node, the holder its record names, and
+// the lowest node.
+func (h holding) rank(m *record.Member) int {
+	r := h.node
+	switch h.id {
+	case m.ID:
+		r -= 2 << 20
+	case m.HeldBy():
+		r -= 1 << 20
+	}
+	if !h.intact {
+		r += 4 << 20
+	}
+	return r
+}
+
+// decide plans one set of a dataset from its members' statuses (by rank)
+// and the nodes that hold them, in a job of nodes. Only members whose shares nobody holds
+// while every node answered, or whose copies are damaged, count as lost: a
+// member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(p schemes.Params, nodes []int, ds invDataset, status []memberStatus, degraded bool) (action, bool) {
-	var lost, away []int
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, at []int, nodes int, degraded bool) []action {
+	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
+	var lost, away, gone []int
 	anyIntact := false
-	for r, s := range status {
-		switch s {
+	for r, st := range status {
+		switch st {
 		case intact:
 			anyIntact = true
-		case missing, damaged:
+		case damaged:
 			lost = append(lost, r)
+		case missing:
+			lost, gone = append(lost, r), append(gone, r)
 		case unreachable:
 			away = append(away, r)
 		}
 	}
-	a := action{Dataset: ds}
 	if !anyIntact {
 		// No redundancy data anywhere: it was never (fully) encoded.
-		present := 0
-		for _, s := range status {
-			if s == damaged {
-				present++
-			}
-		}
 		switch {
-		case present == len(status):
-			a.Kind = actProtect
-		case len(lost) > present:
-			a.Kind, a.Reason = actFail, "never protected, and missing on "+nodeList(nodes, missingRanks(status))
+		case len(gone) == 0 && len(away) == 0:
+			return one(actProtect, "")
+		case len(gone) > 0:
+			return one(actFail, "never protected, and the shares of "+memberList(set, gone)+" are gone")
 		default:
-			a.Kind, a.Reason = actDegrade, "never protected; waiting for "+nodeList(nodes, away)
+			return one(actDegrade, "never protected; waiting for "+memberList(set, away))
 		}
-		return a, true
 	}
-	if err := p.CanRebuild(lost); len(lost) > 0 && err != nil {
-		a.Kind = actFail
-		a.Reason = fmt.Sprintf("lost on %s, more than %s tolerates", nodeList(nodes, lost), p.Kind)
-		return a, true
+	p, err := rec.Params(len(set))
+	if err == nil && len(lost) > 0 {
+		err = p.CanRebuild(lost)
+	}
+	if err != nil {
+		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", memberList(set, lost), rec.Scheme.Kind))
 	}
 	switch {
 	case len(away) > 0 && len(lost) > 0:
-		// Rebuildable, but every member must take part and some are not here.
-		a.Kind, a.Reason = actDegrade, "lost on "+nodeList(nodes, lost)+"; rebuild waits for "+nodeList(nodes, away)+" (unreachable)"
+		return one(actDegrade, "lost the shares of "+memberList(set, lost)+"; the rebuild waits for "+memberList(set, away)+" (unreachable)")
 	case len(away) > 0:
-		a.Kind, a.Reason = actDegrade, "member "+nodeList(nodes, away)+" unreachable; rebuild waits for it"
+		return one(actDegrade, memberList(set, away)+" unreachable; rebuild waits for it")
 	case len(lost) > 0:
-		a.Kind, a.Lost = actRebuild, lost
-	case degraded:
-		a.Kind = actClear
-	default:
-		return a, false
+		return []action{{Set: s, Kind: actRebuild, Lost: lost, Nodes: hosts(set, status, at, nodes)}}
 	}
-	return a, true
+	if doubled := hostedTwice(at); doubled != "" {
+		return one(actDegrade, doubled)
+	}
+	if degraded {
+		return one(actClear, "")
+	}
+	return nil
 }
 
-func missingRanks(status []memberStatus) []int {
-	var out []int
-	for r, s := range status {
-		if s == missing {
-			out = append(out, r)
+// hostedTwice says which node holds the shares of two members of a set
+// (the job restarted on fewer nodes), or "".
+func hostedTwice(nodes []int) string {
+	seen := map[int]bool{}
+	for _, n := range nodes {
+		if seen[n] {
+			return fmt.Sprintf("node %d holds the shares of two members of the set (a node of the job is gone): "+
+				"losing it would lose both; checkpoints written from now on use the job's nodes as they are", n)
+		}
+		seen[n] = true
+	}
+	return ""
+}
+
+// hosts returns the node that plays each rank of a rebuild in a job of
+// nodes: a member's holder; for a member whose share nobody holds any more,
+// the node of its index if the job has it and it plays no other rank (a
+// replacement), else the node holding the nearest intact member to its
+// right in the set (rank r+1, r+2, …) — the documented rule by which a job
+// restarted on fewer nodes keeps a lost node's files.
+func hosts(set []*record.Member, status []memberStatus, at []int, nodes int) []int {
+	out := slices.Clone(at)
+	for r, st := range status {
+		if st != missing {
+			continue
+		}
+		if n := set[r].Node; n < nodes && !slices.Contains(out, n) {
+			out[r] = n
+			continue
+		}
+		for d := 1; d < len(status); d++ {
+			if q := (r + d) % len(status); status[q] == intact {
+				out[r] = at[q]
+				break
+			}
 		}
 	}
 	return out
 }
 
-// nodeList names the nodes of some ranks: "node 3" or "nodes 1, 4".
-func nodeList(nodes []int, ranks []int) string {
-	slices.Sort(ranks)
-	names := make([]string, len(ranks))
-	for i, r := range ranks {
-		names[i] = strconv.Itoa(nodes[r])
+// answered returns the nodes that answered, in order.
+func answered(invs map[int]*inventoryMsg) []int {
+	out := make([]int, 0, len(invs))
+	for n := range invs {
+		out = append(out, n)
 	}
+	slices.Sort(out)
+	return out
+}
+
+func distinct(ns []int) []int {
+	out := slices.Clone(ns)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// memberList names the members of some ranks by the node that wrote
+// them: "node 3" or "nodes 1, 4".
+func memberList(set []*record.Member, ranks []int) string {
+	names := make([]string, 0, len(ranks))
+	for _, r := range ranks {
+		names = append(names, strconv.Itoa(set[r].Node))
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return x - y
+	})
 	if len(names) == 1 {
 		return "node " + names[0]
 	}
 	return "nodes " + strings.Join(names, ", ")
+}
+
+// rebuiltRecord revises a dataset's record for a rebuild of set s: a lost
+// member's share is then held by the node that plays its rank (a
+// replacement with a new identity, or a host), ids maps node indices to
+// identities.
+func rebuiltRecord(rec *record.Record, s int, lost, nodes []int, ids map[int]string) *record.Record {
+	moved := map[int]string{}
+	for _, r := range lost {
+		moved[r] = ids[nodes[r]]
+	}
+	return movedRecord(rec, s, moved)
+}
+
+// movedRecord revises a dataset's record: the share of the member of each
+// rank of set s in moved is held by the node of that identity now.
+func movedRecord(rec *record.Record, s int, moved map[int]string) *record.Record {
+	out := *rec
+	out.Members = slices.Clone(rec.Members)
+	out.Rev++
+	for i := range out.Members {
+		m := &out.Members[i]
+		id, ok := moved[m.Rank]
+		if m.Set != s || !ok {
+			continue
+		}
+		m.Holder = id
+		if m.Holder == m.ID {
+			m.Holder = ""
+		}
+	}
+	return &out
 }

@@ -1,55 +1,110 @@
 package redundancy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/record"
 )
 
-// inv builds an inventory: each spec is "name" (intact) or "name!" (present
-// but not verifiable).
-func inv(node int, specs ...string) *inventoryMsg {
-	m := &inventoryMsg{Node: node}
-	for i, s := range specs {
-		name, damaged := strings.CutSuffix(s, "!")
-		m.Datasets = append(m.Datasets, invDataset{Name: name, Kind: cache.KindDir, Root: name, ID: uint64(10 + i), State: cache.Protected, Intact: !damaged})
+// rec returns the record of dataset name (sequence seq) completed by four
+// nodes id0…id3 in one set of scheme kind.
+func rec(name string, seq uint64, kind string, parity, replicas int) *record.Record {
+	r := &record.Record{Version: record.Version, Dataset: name, Kind: "dir", Root: name, Seq: seq,
+		Scheme: record.Scheme{Kind: kind, Parity: parity, Replicas: replicas, Sets: 1}}
+	for n := range 4 {
+		r.Members = append(r.Members, record.Member{Node: n, ID: fmt.Sprintf("id%d", n), Rank: n})
+	}
+	return r
+}
+
+// held is one dataset in an inventory: its record, and the shares the node
+// holds, each "idN" (intact) or "idN!" (present but not verifiable).
+type held struct {
+	rec    *record.Record
+	shares []string
+	state  cache.State
+}
+
+func has(r *record.Record, shares ...string) held {
+	return held{rec: r, shares: shares, state: cache.Protected}
+}
+
+// inv builds node's inventory; its identity is idN unless named.
+func inv(node int, id string, ds ...held) *inventoryMsg {
+	if id == "" {
+		id = fmt.Sprintf("id%d", node)
+	}
+	m := &inventoryMsg{Node: node, ID: id}
+	for _, d := range ds {
+		item := invDataset{Name: d.rec.Dataset, Kind: cache.KindDir, Root: d.rec.Dataset, State: d.state, Record: d.rec}
+		for _, s := range d.shares {
+			member, damaged := strings.CutSuffix(s, "!")
+			item.Shares = append(item.Shares, heldShare{Member: member, Intact: !damaged})
+		}
+		m.Datasets = append(m.Datasets, item)
 	}
 	return m
 }
 
+// own is a four-node job in which node n holds its own share (intact
+// unless n is in bad) of r, and no inventory for the nodes in gone.
+func own(r *record.Record, gone []int, bad ...int) map[int]*inventoryMsg {
+	out := map[int]*inventoryMsg{}
+	for n := range 4 {
+		switch {
+		case slices.Contains(gone, n):
+		case slices.Contains(bad, n):
+			out[n] = inv(n, "", has(r, fmt.Sprintf("id%d!", n)))
+		default:
+			out[n] = inv(n, "", has(r, fmt.Sprintf("id%d", n)))
+		}
+	}
+	return out
+}
+
 func TestPlan(t *testing.T) {
-	xor := schemes.Params{Kind: schemes.XOR, Size: 4}
-	rs := schemes.Params{Kind: schemes.RS, Size: 4, Parity: 2}
-	partner := schemes.Params{Kind: schemes.Partner, Size: 4, Replicas: 1}
-	nodes := []int{10, 11, 12, 13}
+	xor := rec("c", 1, "xor", 0, 0)
+	rs := rec("c", 1, "rs", 2, 0)
+	partner := rec("c", 1, "partner", 0, 1)
+	empty := func(invs map[int]*inventoryMsg, ns ...int) map[int]*inventoryMsg {
+		for _, n := range ns {
+			invs[n] = inv(n, fmt.Sprintf("new%d", n))
+		}
+		return invs
+	}
 	tests := []struct {
 		name   string
-		p      schemes.Params
+		nodes  int
 		invs   map[int]*inventoryMsg
 		want   actionKind // "" = nothing to do
 		lost   []int
 		reason string
 	}{
-		{"all intact", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11, "c"), 12: inv(12, "c"), 13: inv(13, "c")}, "", nil, ""},
-		{"replacement with empty cache", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11, "c"), 12: inv(12), 13: inv(13, "c")}, actRebuild, []int{2}, ""},
-		{"corrupt copy counts as lost", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11, "c!"), 12: inv(12, "c"), 13: inv(13, "c")}, actRebuild, []int{1}, ""},
-		{"two lost beyond xor", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11), 12: inv(12), 13: inv(13, "c")}, actFail, nil, "nodes 11, 12"},
-		{"two lost within rs k=2", rs, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11), 12: inv(12), 13: inv(13, "c")}, actRebuild, []int{1, 2}, ""},
-		{"lost member unreachable", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11, "c"), 13: inv(13, "c")}, actDegrade, nil, "node 12 unreachable"},
-		{"unreachable plus lost within xor", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11), 13: inv(13, "c")}, actDegrade, nil, "rebuild waits for node 12"},
-		{"unreachable never counts as lost", xor, map[int]*inventoryMsg{10: inv(10, "c")}, actDegrade, nil, "nodes 11, 12, 13 unreachable"},
-		{"lost beyond xor while another is away", xor, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11), 12: inv(12)}, actFail, nil, "nodes 11, 12"},
-		{"partner adjacent loss", partner, map[int]*inventoryMsg{10: inv(10, "c"), 11: inv(11), 12: inv(12), 13: inv(13, "c")}, actFail, nil, ""},
-		{"partner spaced loss", partner, map[int]*inventoryMsg{10: inv(10), 11: inv(11, "c"), 12: inv(12), 13: inv(13, "c")}, actRebuild, []int{0, 2}, ""},
-		{"never encoded, all present", xor, map[int]*inventoryMsg{10: inv(10, "c!"), 11: inv(11, "c!"), 12: inv(12, "c!"), 13: inv(13, "c!")}, actProtect, nil, ""},
-		{"never encoded, one missing", xor, map[int]*inventoryMsg{10: inv(10, "c!"), 11: inv(11), 12: inv(12, "c!"), 13: inv(13, "c!")}, actFail, nil, "node 11"},
+		{"all intact", 4, own(xor, nil), "", nil, ""},
+		{"replacement with empty cache", 4, empty(own(xor, []int{2}), 2), actRebuild, []int{2}, ""},
+		{"corrupt copy counts as lost", 4, own(xor, nil, 1), actRebuild, []int{1}, ""},
+		{"two lost beyond xor", 4, empty(own(xor, []int{1, 2}), 1, 2), actFail, nil, "nodes 1, 2"},
+		{"two lost within rs k=2", 4, empty(own(rs, []int{1, 2}), 1, 2), actRebuild, []int{1, 2}, ""},
+		{"lost member unreachable", 4, own(xor, []int{2}), actDegrade, nil, "node 2 unreachable"},
+		// While a node is away, a share no answering node holds may be on it
+		// (hosted there): it is not counted lost until every node answered.
+		{"replacement while another is away", 4, empty(own(xor, []int{1, 2}), 1), actDegrade, nil, "nodes 1, 2 unreachable"},
+		{"unreachable never counts as lost", 4, own(xor, []int{1, 2, 3}), actDegrade, nil, "nodes 1, 2, 3 unreachable"},
+		{"lost beyond xor while another is away", 4, empty(own(xor, []int{1, 2, 3}), 1, 2), actDegrade, nil, "nodes 1, 2, 3 unreachable"},
+		{"damaged beyond xor while another is away", 4, own(xor, []int{3}, 1, 2), actFail, nil, "nodes 1, 2"},
+		{"partner adjacent loss", 4, empty(own(partner, []int{1, 2}), 1, 2), actFail, nil, ""},
+		{"partner spaced loss", 4, empty(own(partner, []int{0, 2}), 0, 2), actRebuild, []int{0, 2}, ""},
+		{"never encoded, all present", 4, own(xor, nil, 0, 1, 2, 3), actProtect, nil, ""},
+		{"never encoded, one missing", 4, empty(own(xor, []int{1}, 0, 2, 3), 1), actFail, nil, "node 1"},
+		{"restarted on three nodes: node 3's share rebuilt onto a host", 3, own(xor, []int{3}), actRebuild, []int{3}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			acts := plan(tt.p, nodes, tt.invs)
+			acts := plan(tt.nodes, tt.invs)
 			if tt.want == "" {
 				if len(acts) != 0 {
 					t.Fatalf("plan %+v, want nothing", acts)
@@ -67,11 +122,96 @@ func TestPlan(t *testing.T) {
 	}
 }
 
+// A job of four nodes restarted on three keeps node 3's share on the node
+// of the nearest intact rank to its right (rank 0), which plays both.
+func TestPlanHostsOnFewerNodes(t *testing.T) {
+	acts := plan(3, own(rec("c", 1, "xor", 0, 0), []int{3}))
+	if len(acts) != 1 || !slices.Equal(acts[0].Nodes, []int{0, 1, 2, 0}) || !slices.Equal(acts[0].To, []int{0, 1, 2}) {
+		t.Fatalf("plan %+v", acts)
+	}
+	r := rebuiltRecord(acts[0].Dataset.Record, 0, acts[0].Lost, acts[0].Nodes, map[int]string{0: "id0", 1: "id1", 2: "id2"})
+	if got := r.Member("id3").HeldBy(); got != "id0" || r.Rev != 1 {
+		t.Fatalf("rebuilt record: member id3 held by %s, rev %d", got, r.Rev)
+	}
+}
+
+// Back on four nodes after that: node 3 returns with its share intact. The
+// record follows the share home and the set is no longer degraded; nothing
+// is lost or rebuilt.
+func TestPlanShareReturnsHome(t *testing.T) {
+	old := rec("c", 1, "xor", 0, 0)
+	hosted := movedRecord(old, 0, map[int]string{3: "id0"})
+	deg := held{rec: hosted, shares: []string{"id0", "id3"}, state: cache.Degraded}
+	invs := map[int]*inventoryMsg{
+		0: inv(0, "", deg),
+		1: inv(1, "", held{rec: hosted, shares: []string{"id1"}, state: cache.Degraded}),
+		2: inv(2, "", held{rec: hosted, shares: []string{"id2"}, state: cache.Degraded}),
+		3: inv(3, "", has(old, "id3")),
+	}
+	acts := plan(4, invs)
+	kinds := []actionKind{}
+	for _, a := range acts {
+		kinds = append(kinds, a.Kind)
+	}
+	if !slices.Equal(kinds, []actionKind{actRevise, actClear}) {
+		t.Fatalf("actions %v, want revise then clear", kinds)
+	}
+	r := acts[0].Dataset.Record
+	if r.Member("id3").HeldBy() != "id3" || !r.Newer(hosted) || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
+		t.Fatalf("revised record %+v to %v", r.Members, acts[0].To)
+	}
+}
+
+// Back on four nodes with node 3 wiped: the host keeps both shares, and the
+// set stays degraded saying why, rather than being reported protected.
+func TestPlanHostedTwiceStaysDegraded(t *testing.T) {
+	hosted := movedRecord(rec("c", 1, "xor", 0, 0), 0, map[int]string{3: "id0"})
+	invs := map[int]*inventoryMsg{
+		0: inv(0, "", held{rec: hosted, shares: []string{"id0", "id3"}, state: cache.Degraded}),
+		1: inv(1, "", has(hosted, "id1")),
+		2: inv(2, "", has(hosted, "id2")),
+		3: inv(3, "new3"),
+	}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 0 holds the shares of two members") {
+		t.Fatalf("plan %+v", acts)
+	}
+}
+
+// The newest revision of a record decides: a share rebuilt onto a
+// replacement is found on the replacement, not sought from the identity
+// that was lost.
+func TestPlanNewestRevisionDecides(t *testing.T) {
+	old := rec("c", 1, "xor", 0, 0)
+	moved := movedRecord(old, 0, map[int]string{2: "new2"})
+	invs := own(old, []int{2})
+	invs[0] = inv(0, "", has(moved, "id0"))
+	invs[2] = inv(2, "new2", has(moved, "id2"))
+	if acts := plan(4, invs); len(acts) != 0 {
+		t.Fatalf("plan %+v, want nothing", acts)
+	}
+}
+
 func TestPlanNewestFirst(t *testing.T) {
-	xor := schemes.Params{Kind: schemes.XOR, Size: 2}
-	invs := map[int]*inventoryMsg{0: inv(0, "old", "new"), 1: inv(1)}
-	acts := plan(xor, []int{0, 1}, invs)
+	older, newer := rec("old", 1, "xor", 0, 0), rec("new", 2, "xor", 0, 0)
+	invs := map[int]*inventoryMsg{}
+	for n := range 4 {
+		id := fmt.Sprintf("id%d", n)
+		invs[n] = inv(n, "", has(older, id+"!"), has(newer, id+"!"))
+	}
+	acts := plan(4, invs)
 	if len(acts) != 2 || acts[0].Dataset.Name != "new" || acts[1].Dataset.Name != "old" {
 		t.Fatalf("order %+v", acts)
+	}
+}
+
+// A replacement (a wiped node, a new identity at the same index) plays the
+// lost member's rank itself.
+func TestPlanReplacementPlaysItsRank(t *testing.T) {
+	invs := own(rec("c", 1, "xor", 0, 0), []int{2})
+	invs[2] = inv(2, "new2")
+	acts := plan(4, invs)
+	if len(acts) != 1 || !slices.Equal(acts[0].Nodes, []int{0, 1, 2, 3}) {
+		t.Fatalf("plan %+v", acts)
 	}
 }

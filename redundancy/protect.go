@@ -141,7 +141,7 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 		return
 	}
 	start := time.Now()
-	links := p.links(m.Set.Nodes, "enc/"+name+"/"+v.Attempt)
+	links := p.links(m.Set.Nodes, m.Rank, "enc/"+name+"/"+v.Attempt)
 	res, err := schemes.Encode(ctx, params, m, links, p.options()...)
 	links.close()
 	if err != nil {

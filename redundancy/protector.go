@@ -2,9 +2,7 @@ package redundancy
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -47,11 +45,9 @@ type Options struct {
 	Mount Mount
 	// Nodes is the number of nodes in the job; this node is Mux.Self().
 	Nodes int
-	// Set lists the node index of every member of this node's redundancy
-	// set, by rank; Group is the set's number among Groups.
-	Set           []int
-	Group, Groups int
-	Params        schemes.Params
+	// Params are the scheme new datasets are protected with (each dataset
+	// is then handled under its record's).
+	Params schemes.Params
 	// Timeout is how long a set's coordinator waits for every member to be
 	// ready before the dataset is left degraded (redundancy.timeout).
 	Timeout time.Duration
@@ -64,6 +60,12 @@ type Options struct {
 	// OnSettled is called once a dataset's redundancy is settled here:
 	// protected, degraded, or recorded under SINGLE. It must not block.
 	OnSettled func(name string)
+	// OnMembers is called with the identity of every node of the job, by
+	// index ("" for one that did not answer), after each stock-taking.
+	OnMembers func(ids []string)
+	// OnRevised is called when a dataset's record here was revised (a
+	// share moved to another node). It must not block.
+	OnRevised func(name string)
 	Logger    *slog.Logger
 	// Registerer receives the scrfs_redundancy_* and scrfs_rebuild_*
 	// series; nil means none.
@@ -76,7 +78,6 @@ type Protector struct {
 	o       Options
 	self    int
 	log     *slog.Logger
-	member  schemes.Member // Rank and Set filled; Dataset and Dir per dataset
 	bufs    *schemes.Buffers
 	metrics *metrics
 	g       *group.Group
@@ -95,24 +96,22 @@ func New(o Options) (*Protector, error) {
 	if err := o.Params.Validate(); err != nil {
 		return nil, err
 	}
-	rank := slices.Index(o.Set, o.Mux.Self())
-	if rank < 0 {
-		return nil, errors.New("redundancy: this node is not a member of its own set")
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.OnSettled == nil {
 		o.OnSettled = func(string) {}
 	}
+	if o.OnMembers == nil {
+		o.OnMembers = func([]string) {}
+	}
+	if o.OnRevised == nil {
+		o.OnRevised = func(string) {}
+	}
 	p := &Protector{
-		o:    o,
-		self: o.Mux.Self(),
-		log:  o.Logger,
-		member: schemes.Member{
-			Rank: rank,
-			Set:  schemes.SetInfo{Group: o.Group, Groups: o.Groups, Nodes: slices.Clone(o.Set)},
-		},
+		o:        o,
+		self:     o.Mux.Self(),
+		log:      o.Logger,
 		bufs:     schemes.NewBuffers(),
 		metrics:  newMetrics(o.Registerer),
 		g:        group.New(context.Background()),
@@ -126,6 +125,7 @@ func New(o Options) (*Protector, error) {
 	jobnet.Handle(o.Mux, "member-started", p.handleMemberStarted)
 	jobnet.Handle(o.Mux, "rebuild", p.handleRebuild)
 	jobnet.Handle(o.Mux, "outcome", p.handleOutcome)
+	jobnet.Handle(o.Mux, "members", p.handleMembers)
 	return p, nil
 }
 
@@ -149,9 +149,6 @@ func (p *Protector) options(more ...schemes.Option) []schemes.Option {
 	return append([]schemes.Option{schemes.WithBuffers(p.bufs), schemes.WithSpare(p.o.Store.TakeSpare),
 		schemes.WithLogger(p.log)}, more...)
 }
-
-// coordinator is the node that gathers readiness for this node's set.
-func (p *Protector) coordinator() int { return p.member.Set.Nodes[0] }
 
 // tell sends msg as kind to nodes in the background, each tried for at most
 // ConnectTimeout, and logs the ones that could not be reached. Every

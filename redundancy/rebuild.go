@@ -5,42 +5,72 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
-// Restart from cache (SCR's scalable restart). When a daemon starts, its set
-// takes stock: the coordinator (rank 0) asks every member for an inventory
-// of its completed datasets, waiting at most MemberTimeout for each, plans
-// (see plan) and has every member carry out the plan for each dataset:
-// rebuild the lost members' files from the others, fail a dataset lost
-// beyond what the scheme tolerates, mark one degraded while a lost member is
-// away, or encode one that was never protected. A node that starts tells the
-// coordinator, which runs such a round; rounds asked for while one runs are
-// served by the next, so a whole job restarting at once costs one or two.
+// Restart from cache (SCR's scalable restart). When a daemon starts, node 0
+// has the job take stock: it asks every node for an inventory of the
+// recorded datasets it holds (verified: redundancy files and files), waits
+// at most MemberTimeout for each, plans every set of every dataset under
+// the dataset's record (see plan) — whatever the job's node list is now —
+// and has the nodes carry it out: rebuild the lost members' shares from the
+// others (onto a replacement, or onto a survivor when the job restarted on
+// fewer nodes), fail a dataset lost beyond what its scheme tolerates,
+// degrade one while a member is away, encode one that was never protected,
+// clear degraded once every member is back. A node that starts tells node
+// 0, which runs such a round; rounds asked for while one runs are served by
+// the next, so a whole job restarting at once costs one or two.
 
-// rebuildMsg tells a member to take part in rebuilding a dataset.
+// stockTaker is the node that takes stock for the job.
+const stockTaker = 0
+
+// rebuildMsg tells a node to take part in rebuilding one set of a dataset.
 type rebuildMsg struct {
-	Dataset invDataset `json:"dataset"`
+	Dataset invDataset `json:"dataset"` // its record revised: the lost members' new holders
+	Set     int        `json:"set"`
+	Nodes   []int      `json:"nodes"` // the node that plays each rank
 	Lost    []int      `json:"lost"`
 	Attempt string     `json:"attempt"`
 }
 
-// outcomeMsg tells a member the plan's verdict for a dataset it holds.
+// outcomeMsg tells a node the plan's verdict for one set of a dataset.
 type outcomeMsg struct {
 	Dataset invDataset `json:"dataset"`
 	Kind    actionKind `json:"kind"`
 	Reason  string     `json:"reason"`
 }
 
+// membersMsg tells every node who the job's nodes are: their identities by
+// index, as the stock-taking found them.
+type membersMsg struct {
+	IDs []string `json:"ids"`
+}
+
 // Check implements jobnet.Checker.
-func (m rebuildMsg) Check() error { return m.Dataset.check() }
+func (m rebuildMsg) Check() error {
+	if err := m.Dataset.check(); err != nil {
+		return err
+	}
+	set := m.Dataset.Record.Set(m.Set)
+	if m.Set < 0 || len(set) == 0 || len(m.Nodes) != len(set) {
+		return fmt.Errorf("rebuild of set %d with %d nodes", m.Set, len(m.Nodes))
+	}
+	for _, r := range m.Lost {
+		if r < 0 || r >= len(set) {
+			return fmt.Errorf("lost rank %d out of range", r)
+		}
+	}
+	return nil
+}
 
 // Check implements jobnet.Checker.
 func (m outcomeMsg) Check() error { return m.Dataset.check() }
@@ -52,13 +82,12 @@ type Progress struct {
 	Started     time.Time
 }
 
-// Restart runs when this daemon starts: it makes its set take stock and
-// waits for that round, at most MemberTimeout for the coordinator to
-// answer (a rebuild already under way carries on regardless: lookups of its
-// dataset wait for it).
+// Restart runs when this daemon starts: it makes the job take stock and
+// waits for that round, at most MemberTimeout for node 0 to answer (a
+// rebuild already under way carries on regardless: lookups of its dataset
+// wait for it).
 func (p *Protector) Restart(ctx context.Context) {
-	coord := p.coordinator()
-	if coord == p.self {
+	if p.self == stockTaker {
 		select {
 		case <-p.round():
 		case <-ctx.Done():
@@ -67,8 +96,8 @@ func (p *Protector) Restart(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout)
 	defer cancel()
-	if err := p.o.Mux.Call(ctx, coord, "member-started", struct{}{}, nil); err != nil {
-		p.log.Warn("set coordinator did not answer; datasets stay as they are until it is back", "coordinator", coord, "err", err)
+	if err := p.o.Mux.Call(ctx, stockTaker, "member-started", struct{}{}, nil); err != nil {
+		p.log.Warn("node 0 did not answer; datasets stay as they are until it takes stock", "err", err)
 	}
 }
 
@@ -109,61 +138,73 @@ func (p *Protector) loop(ctx context.Context) {
 	}
 }
 
-// reconcile is one coordinator round.
+// reconcile is one stock-taking round.
 func (p *Protector) reconcile(ctx context.Context) {
-	nodes := p.member.Set.Nodes
-	invs := p.collect(ctx, nodes)
-	acts := plan(p.o.Params, nodes, invs)
-	var present []int
-	for _, n := range nodes {
-		if invs[n] != nil {
-			present = append(present, n)
-		}
+	invs := p.collect(ctx)
+	ids := map[int]string{}
+	members := membersMsg{IDs: make([]string, p.o.Nodes)}
+	for n, inv := range invs {
+		ids[n], members.IDs[n] = inv.ID, inv.ID
 	}
-	p.log.Info("set took stock after a restart", "members", nodes, "answered", present, "actions", len(acts))
+	p.tellWait(ctx, "members", members, answered(invs))
+	acts := plan(p.o.Nodes, invs)
+	p.log.Info("the job took stock after a restart", "nodes", p.o.Nodes, "answered", answered(invs), "actions", len(acts))
 	for _, a := range acts {
-		switch a.Kind {
-		case actRebuild:
-			if a.Dataset.Record != nil {
-				a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Lost, nodes, invs)
-			}
-			msg := rebuildMsg{Dataset: a.Dataset, Lost: a.Lost, Attempt: jobnet.NewToken()}
-			for n, err := range p.o.Mux.CallAll(ctx, present, "rebuild", msg) {
-				p.log.Warn("rebuild failed on a member", "dataset", a.Dataset.Name, "node", n, "err", err)
-			}
-		default:
-			msg := outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason}
-			for n, err := range p.o.Mux.CallAll(ctx, present, "outcome", msg) {
-				p.log.Warn("could not deliver a restart outcome", "dataset", a.Dataset.Name, "node", n, "err", err)
-			}
+		log := p.log.With("dataset", a.Dataset.Name, "set", a.Set)
+		if a.Kind != actRebuild {
+			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason}, a.To)
+			continue
+		}
+		a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Set, a.Lost, a.Nodes, ids)
+		msg := rebuildMsg{Dataset: a.Dataset, Set: a.Set, Nodes: a.Nodes, Lost: a.Lost, Attempt: jobnet.NewToken()}
+		failed := p.o.Mux.CallAll(ctx, a.To, "rebuild", msg)
+		for n, err := range failed {
+			log.Warn("rebuild failed on a node", "node", n, "err", err)
+		}
+		if len(failed) > 0 {
+			continue
+		}
+		// Every node that holds the dataset keeps the record that says who
+		// holds the rebuilt shares now.
+		p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actRevise}, answered(invs))
+		if doubled := hostedTwice(a.Nodes); doubled != "" {
+			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade, Reason: doubled}, distinct(a.Nodes))
 		}
 	}
 }
 
-// collect asks every member for its inventory, each at most MemberTimeout;
-// members that do not answer are left out.
-func (p *Protector) collect(ctx context.Context, nodes []int) map[int]*inventoryMsg {
+// tellWait sends msg as kind to nodes and logs the ones it could not reach.
+func (p *Protector) tellWait(ctx context.Context, kind string, msg any, nodes []int) {
+	for n, err := range p.o.Mux.CallAll(ctx, nodes, kind, msg) {
+		p.log.Warn("could not tell a node how the job took stock", "kind", kind, "to", n, "err", err)
+	}
+}
+
+// collect asks every node of the job for its inventory, each at most
+// MemberTimeout; nodes that do not answer are left out.
+func (p *Protector) collect(ctx context.Context) map[int]*inventoryMsg {
 	ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout)
 	defer cancel()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	out := map[int]*inventoryMsg{}
-	for _, n := range nodes {
+	for n := range p.o.Nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var inv inventoryMsg
 			if err := p.o.Mux.Call(ctx, n, "inventory", struct{}{}, &inv); err != nil {
-				p.log.Warn("set member did not answer; treating it as lost for now", "member", n, "err", err)
+				p.log.Warn("a node did not answer; what it holds counts as away for now", "node", n, "err", err)
 				return
 			}
 			inv.Datasets = slices.DeleteFunc(inv.Datasets, func(d invDataset) bool {
 				err := d.check()
 				if err != nil {
-					p.log.Warn("set member named a dataset that cannot be; ignored", "member", n, "err", err)
+					p.log.Warn("a node named a dataset that cannot be; ignored", "node", n, "err", err)
 				}
 				return err != nil
 			})
+			inv.Node = n
 			mu.Lock()
 			out[n] = &inv
 			mu.Unlock()
@@ -177,35 +218,36 @@ func (p *Protector) handleInventory(ctx context.Context, from int, _ struct{}) (
 	return p.inventory(), nil
 }
 
-// inventory verifies every completed dataset in this node's cache under
-// its record's scheme and set. A dataset complete here but not yet
-// recorded is left out: the job has not agreed it is complete.
+// inventory verifies every recorded dataset in this node's cache: every
+// member's share it holds, under the record's scheme and set. A dataset
+// complete here but not yet recorded is left out (the job has not agreed
+// it is complete), and so is one completed before records existed (kept
+// as it is).
 func (p *Protector) inventory() inventoryMsg {
 	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}}
 	for _, ds := range p.o.Store.Datasets() {
 		info := ds.Info()
-		if !info.State.Completed() {
+		if !info.State.Completed() || info.Seq == 0 {
 			continue
 		}
-		item := invDataset{Name: info.Name, Kind: info.Kind, Root: info.Root, ID: info.ID, State: info.State}
-		params, m, err := p.legacyOperation(info.Name, ds.Dir())
-		rec, rerr := record.Load(ds.Dir())
-		switch {
-		case rerr == nil:
-			item.Record = rec
-			params, m, err = p.operation(rec, ds.Dir())
-		case !record.IsMissing(rerr):
-			err = rerr
-		case info.State == cache.Complete:
-			continue // not recorded yet: the completion protocol proves it first
-		}
-		if err == nil {
-			_, err = schemes.Inspect(params, m)
-		}
+		rec, err := record.Load(ds.Dir())
 		if err != nil {
-			item.Problem = err.Error()
-		} else {
-			item.Intact = true
+			p.log.Warn("the record of a dataset is unreadable: it takes no part in the stock-taking", "dataset", info.Name, "err", err)
+			continue
+		}
+		item := invDataset{Name: info.Name, Kind: info.Kind, Root: info.Root, State: info.State, Record: rec}
+		for _, m := range rec.Held(p.o.Store.NodeID()) {
+			share := heldShare{Member: m.ID}
+			params, member, err := p.operationAs(rec, m, ds.ShareDir(m.ID))
+			if err == nil {
+				_, err = schemes.Inspect(params, member)
+			}
+			if err != nil {
+				share.Problem = err.Error()
+			} else {
+				share.Intact = true
+			}
+			item.Shares = append(item.Shares, share)
 		}
 		out.Datasets = append(out.Datasets, item)
 	}
@@ -213,7 +255,7 @@ func (p *Protector) inventory() inventoryMsg {
 }
 
 func (p *Protector) handleMemberStarted(ctx context.Context, from int, _ struct{}) (any, error) {
-	p.log.Info("set member (re)started; taking stock", "member", from)
+	p.log.Info("a node (re)started; the job takes stock", "node", from)
 	select {
 	case <-p.round():
 	case <-ctx.Done():
@@ -221,10 +263,17 @@ func (p *Protector) handleMemberStarted(ctx context.Context, from int, _ struct{
 	return struct{}{}, nil
 }
 
+// handleMembers hears who the job's nodes are.
+func (p *Protector) handleMembers(ctx context.Context, from int, m membersMsg) (any, error) {
+	p.o.OnMembers(m.IDs)
+	return struct{}{}, nil
+}
+
 // handleOutcome applies a verdict other than a rebuild.
 func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (any, error) {
 	name := m.Dataset.Name
-	if p.o.Store.Get(name) == nil {
+	ds := p.o.Store.Get(name)
+	if ds == nil {
 		if m.Kind == actFail {
 			return struct{}{}, p.o.Store.NoteFailed(m.Dataset.route(), "cannot be rebuilt: "+m.Reason)
 		}
@@ -238,90 +287,172 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 		err = p.o.Store.SetState(name, cache.Degraded, m.Reason)
 		p.log.Warn("dataset degraded", "dataset", name, "reason", m.Reason)
 	case actProtect:
-		if m.Dataset.Record == nil {
-			err = p.o.Store.SetState(name, cache.Degraded, "never protected, and it has no record to protect it by")
-			break
-		}
 		p.Protect(m.Dataset.Record)
 	case actClear:
 		err = p.o.Store.SetState(name, cache.Protected, "")
 		p.log.Info("dataset protected again: every member is back and verified", "dataset", name)
+	case actRevise:
+		if old, lerr := record.Load(ds.Dir()); lerr != nil || m.Dataset.Record.Newer(old) {
+			err = p.revise(ds, m.Dataset.Record)
+		}
+		if err == nil {
+			err = p.dropUnheld(ds, m.Dataset.Record)
+		}
 	}
 	return struct{}{}, err
 }
 
-// handleRebuild takes part in rebuilding a dataset: a lost member restores
-// its files into a staging directory and adopts them into the cache when
-// every check passed; a survivor only reads.
+// handleRebuild takes part in rebuilding one set of a dataset, for every
+// rank this node plays (its own, and one it now hosts for a node gone from
+// the job).
 func (p *Protector) handleRebuild(ctx context.Context, from int, msg rebuildMsg) (any, error) {
-	rec := msg.Dataset.Record
-	params, m, err := p.legacyOperation(msg.Dataset.Name, "")
-	if rec != nil {
-		params, m, err = p.operation(rec, "")
+	var wg sync.WaitGroup
+	errs := make([]error, len(msg.Nodes))
+	for r, n := range msg.Nodes {
+		if n != p.self {
+			continue
+		}
+		wg.Go(func() { errs[r] = p.rebuildRank(ctx, msg, r) })
 	}
+	wg.Wait()
+	return struct{}{}, errors.Join(errs...)
+}
+
+// rebuildRank plays rank r of a rebuild: a survivor reads its share; a lost
+// member's share is restored into a staging directory and taken into the
+// cache — as this node's dataset when it holds nothing else of it (a
+// replacement, or a damaged copy of its own), else as a hosted share —
+// only once every check passed.
+func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) error {
+	rec := msg.Dataset.Record
+	m := rec.Set(msg.Set)[r]
+	params, member, err := p.operationAs(rec, m, "")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	route := msg.Dataset.route()
-	lost := slices.Contains(msg.Lost, m.Rank)
-	log := p.log.With("dataset", m.Dataset, "lost", msg.Lost)
-	if lost {
-		if p.o.Store.Get(m.Dataset) != nil {
-			if err := p.o.Store.Drop(m.Dataset, "local copy failed verification; rebuilding it"); err != nil {
-				return nil, err
+	lost := slices.Contains(msg.Lost, r)
+	ds := p.o.Store.Get(route.Name)
+	hosted := lost && ds != nil && m.ID != p.o.Store.NodeID() && ds.ShareDir(m.ID) == ds.Dir() && p.ownsAnother(rec, m)
+	log := p.log.With("dataset", route.Name, "rank", r, "lost", msg.Lost, "hosted", hosted)
+	switch {
+	case lost && hosted:
+		member.Dir = layout.HostedDir(ds.Dir(), m.ID) + ".tmp"
+		if err := resetDir(member.Dir); err != nil {
+			return err
+		}
+		defer ds.Pin()()
+	case lost:
+		if ds != nil {
+			if err := p.o.Store.Drop(route.Name, "local copy failed verification; rebuilding it"); err != nil {
+				return err
 			}
 		}
-		m.Dir = p.o.Store.StagingDir(m.Dataset)
-		if err := os.RemoveAll(m.Dir); err != nil {
-			return nil, err
-		}
-		if err := os.MkdirAll(m.Dir, 0o700); err != nil {
-			return nil, err
+		member.Dir = p.o.Store.StagingDir(route.Name)
+		if err := resetDir(member.Dir); err != nil {
+			return err
 		}
 		done := p.o.Mount.Restoring(route, p.o.MemberTimeout)
 		defer done()
-	} else {
-		ds := p.o.Store.Get(m.Dataset)
+	default:
 		if ds == nil {
-			return nil, fmt.Errorf("survivor node %d no longer holds %s", p.self, m.Dataset)
+			return fmt.Errorf("survivor node %d no longer holds %s", p.self, route.Name)
 		}
 		defer ds.Pin()()
-		m.Dir = ds.Dir()
+		member.Dir = ds.ShareDir(m.ID)
 	}
 	prog := p.track(route)
 	defer p.untrack(route.Name)
 	log.Info("rebuilding dataset", "restoring_here", lost)
-	links := p.links(m.Set.Nodes, "reb/"+m.Dataset+"/"+msg.Attempt)
-	res, err := schemes.Rebuild(ctx, params, m, msg.Lost, links,
+	links := p.links(msg.Nodes, r, "reb/"+route.Name+"/"+msg.Attempt)
+	res, err := schemes.Rebuild(ctx, params, member, msg.Lost, links,
 		p.options(schemes.WithProgress(func(done, total int64) { p.setProgress(prog, done, total) }))...)
 	links.close()
 	if err != nil {
 		p.metrics.rebuildFailures.Inc()
 		if lost {
-			os.RemoveAll(m.Dir)
+			os.RemoveAll(member.Dir)
 		}
 		log.Error("rebuild failed", "err", err)
-		return nil, err
+		return err
 	}
 	p.metrics.rebuilt(res)
-	if lost {
-		if err := p.adoptRebuilt(route, m.Dir, rec); err != nil {
-			return nil, err
+	switch {
+	case lost && hosted:
+		if err := os.Rename(member.Dir, layout.HostedDir(ds.Dir(), m.ID)); err != nil {
+			return err
 		}
-	} else {
-		if rec != nil {
-			if err := record.Save(m.Dir, rec); err != nil {
-				log.Warn("keep the revised record", "err", err)
-			}
+		err = p.revise(ds, rec)
+	case lost:
+		err = p.adoptRebuilt(route, member.Dir, rec)
+	default:
+		if err := p.revise(ds, rec); err != nil {
+			log.Warn("keep the revised record", "err", err)
 		}
-		if err := p.o.Store.SetState(m.Dataset, cache.Protected, ""); err != nil && !errors.As(err, new(*cache.TransitionError)) {
+		if err := p.o.Store.SetState(route.Name, cache.Protected, ""); err != nil && !errors.As(err, new(*cache.TransitionError)) {
 			log.Warn("record protected state", "err", err)
 		}
+	}
+	if err != nil {
+		return err
 	}
 	seconds := res.Duration.Seconds()
 	log.Info("dataset rebuilt", "bytes", res.DataBytes, "seconds", seconds,
 		"rate_mib_s", float64(res.DataBytes)/(1<<20)/max(seconds, 1e-9), "restored_here", lost)
-	return struct{}{}, nil
+	return nil
+}
+
+// ownsAnother reports whether this node holds a member's share of rec
+// other than m: then a share of m restored here is hosted beside it.
+func (p *Protector) ownsAnother(rec *record.Record, m *record.Member) bool {
+	for i := range rec.Members {
+		o := &rec.Members[i]
+		if o.ID != m.ID && (o.ID == p.o.Store.NodeID() || o.HeldBy() == p.o.Store.NodeID()) {
+			return true
+		}
+	}
+	return false
+}
+
+// revise keeps a revised record of ds (who holds which share now) and
+// tells OnRevised.
+func (p *Protector) revise(ds *cache.Dataset, rec *record.Record) error {
+	if err := record.Save(ds.Dir(), rec); err != nil {
+		return err
+	}
+	p.o.OnRevised(rec.Dataset)
+	return nil
+}
+
+// dropUnheld removes the shares this node hosts of ds that rec no longer
+// says it holds (their own node came back with them).
+func (p *Protector) dropUnheld(ds *cache.Dataset, rec *record.Record) error {
+	hosted := layout.HostedRoot(ds.Dir())
+	entries, err := os.ReadDir(hosted)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if m := rec.Member(e.Name()); m != nil && m.HeldBy() == p.o.Store.NodeID() {
+			continue
+		}
+		p.log.Info("a share this node hosted is held by its own node again; dropped", "dataset", ds.Info().Name, "member", e.Name())
+		if err := os.RemoveAll(filepath.Join(hosted, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resetDir makes dir an empty directory.
+func resetDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o700)
 }
 
 func (p *Protector) track(route cache.Route) *Progress {
@@ -371,36 +502,4 @@ func (p *Protector) adoptRebuilt(route cache.Route, dir string, rec *record.Reco
 	}
 	p.o.Mount.Appeared(route)
 	return nil
-}
-
-// legacyOperation is operation for a dataset completed before records
-// existed: today's scheme and this node's set.
-func (p *Protector) legacyOperation(name, dir string) (schemes.Params, schemes.Member, error) {
-	m := p.member
-	m.Dataset, m.Dir = name, dir
-	return p.o.Params, m, nil
-}
-
-// rebuiltRecord revises a dataset's record for a rebuild of the lost ranks
-// of a set (nodes[rank] is each rank's node now): a lost member's share is
-// then held by the node that plays its rank, which has a new identity when
-// it replaced a wiped node.
-func rebuiltRecord(rec *record.Record, lost, nodes []int, invs map[int]*inventoryMsg) *record.Record {
-	out := *rec
-	out.Members = slices.Clone(rec.Members)
-	out.Rev++
-	for i := range out.Members {
-		m := &out.Members[i]
-		if !slices.Contains(lost, m.Rank) || m.Rank >= len(nodes) || invs[nodes[m.Rank]] == nil {
-			continue
-		}
-		if set := rec.Set(m.Set); len(set) != len(nodes) || set[m.Rank].Node != nodes[m.Rank] {
-			continue // another set's member
-		}
-		m.Holder = invs[nodes[m.Rank]].ID
-		if m.Holder == m.ID {
-			m.Holder = ""
-		}
-	}
-	return &out
 }

@@ -46,6 +46,7 @@ type Store interface {
 	StagingDir(name string) string
 	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
 	ReserveIDs(next uint64)
+	NodeID() string
 }
 
 // Mount is told of a dataset that appeared without the application

@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 )
 
 // Every node's side of a flush: node 0's "flush" request becomes a job, one
@@ -229,11 +231,16 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 		f.met.rate.WithLabelValues("flush").Set(rate)
 		f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Done: done, Total: total, Started: start})
 	}
-	entries, err := flush.Flush(j.ctx, ds.Dir(), layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, o)
-	f.met.rate.WithLabelValues("flush").Set(0)
-	if err != nil {
-		return partReply{}, err
+	var entries []flush.Entry
+	for _, dir := range f.shareDirs(ds) {
+		es, err := flush.Flush(j.ctx, dir, layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, o)
+		if err != nil {
+			f.met.rate.WithLabelValues("flush").Set(0)
+			return partReply{}, err
+		}
+		entries = append(entries, es...)
 	}
+	f.met.rate.WithLabelValues("flush").Set(0)
 	if err := j.ctx.Err(); err != nil {
 		return partReply{}, err // a newer round took over: its BeginFlush wants a fresh part
 	}
@@ -249,6 +256,24 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	}
 	j.prog.finish()
 	return res, nil
+}
+
+// shareDirs returns the directories of the shares of ds this node holds
+// under its record: its own (the dataset directory) and those it rebuilt
+// for nodes gone from the job; the dataset directory alone when it has no
+// record.
+func (f *Flusher) shareDirs(ds *cache.Dataset) []string {
+	rec, err := record.Load(ds.Dir())
+	if err != nil {
+		return []string{ds.Dir()}
+	}
+	var dirs []string
+	for _, m := range rec.Held(f.o.Store.NodeID()) {
+		if dir := ds.ShareDir(m.ID); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
 }
 
 // awaitDataset returns the dataset once it is complete here, or nil when

@@ -54,6 +54,11 @@ type Job struct {
 	Nodes []*Node
 	Cfg   Config
 
+	// size is the number of nodes the job runs with now: nodes beyond it
+	// keep their directories but take no part (see Resize).
+	size int
+	base string // where the nodes' directories are
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change any node makes
 }
@@ -74,22 +79,43 @@ type Node struct {
 
 // New prepares a job of n nodes; none runs until Start.
 func New(t testing.TB, n int, faults memnet.Faults, cfg Config) *Job {
-	j := &Job{T: t, Net: memnet.New(faults), Cfg: cfg, changed: make(chan struct{})}
-	base := t.TempDir()
-	for i := range n {
-		dir := filepath.Join(base, fmt.Sprint("node", i))
-		j.Nodes = append(j.Nodes, &Node{
-			Index: i, CacheDir: filepath.Join(dir, "cache"), ControlDir: filepath.Join(dir, "control"),
-			Mount: &Mount{job: j}, job: j,
-			Log: slog.New(logHandler{t: t, node: i}),
-		})
-	}
+	j := &Job{T: t, Net: memnet.New(faults), Cfg: cfg, changed: make(chan struct{}), base: t.TempDir()}
+	j.grow(n)
 	t.Cleanup(func() {
 		for i := range j.Nodes {
 			j.Kill(i)
 		}
 	})
 	return j
+}
+
+// grow adds nodes (with empty directories) until there are n, and runs
+// the job with n.
+func (j *Job) grow(n int) {
+	for i := len(j.Nodes); i < n; i++ {
+		dir := filepath.Join(j.base, fmt.Sprint("node", i))
+		j.Nodes = append(j.Nodes, &Node{
+			Index: i, CacheDir: filepath.Join(dir, "cache"), ControlDir: filepath.Join(dir, "control"),
+			Mount: &Mount{job: j}, job: j,
+			Log: slog.New(logHandler{t: j.T, node: i}),
+		})
+	}
+	j.size = n
+}
+
+// Resize makes the job run with n nodes from its next start, as a job
+// restarted on another node list: nodes 0..n-1 keep their directories
+// (caches and control state), new ones start empty, and nodes beyond n
+// take no part (their directories stay, for a later Resize back). Every
+// node must be down.
+func (j *Job) Resize(n int) {
+	for _, nd := range j.Nodes {
+		if nd.Store != nil {
+			j.T.Fatalf("resize the job while node %d runs", nd.Index)
+		}
+	}
+	j.grow(max(n, len(j.Nodes)))
+	j.size = n
 }
 
 // Changed wakes waiters: every store change calls it.
@@ -174,7 +200,7 @@ func (j *Job) Start(i int) *Node {
 	o := j.Cfg.Options
 	o.ReadCache = cmp.Or(o.ReadCache, 1<<30)
 	o.Mux, o.Store, o.Mount, o.Incarnation, o.Started, o.Logger = n.Mux, n.Store, n.Mount, run, time.Now(), n.Log
-	if o.Cluster, err = clusterOf(i, len(j.Nodes), j.Cfg.Scheme, j.Cfg.SetSize); err != nil {
+	if o.Cluster, err = clusterOf(i, j.size, j.Cfg.Scheme, j.Cfg.SetSize); err != nil {
 		j.T.Fatal(err)
 	}
 	if j.Cfg.PerNode != nil {
@@ -198,16 +224,17 @@ func (j *Job) Restart(i int) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.Protocols.Restore(context.Background(), n.Store, true, len(j.Nodes))
+		n.Protocols.Restore(context.Background(), n.Store, true, j.size)
 		n.Protocols.Flusher.Start()
 	}()
 	return done
 }
 
-// RestartAll restarts every node at once and waits for their restores.
+// RestartAll restarts every node of the job at once and waits for their
+// restores.
 func (j *Job) RestartAll() {
 	var done []<-chan struct{}
-	for i := range j.Nodes {
+	for i := range j.size {
 		done = append(done, j.Restart(i))
 	}
 	for _, d := range done {
@@ -361,9 +388,9 @@ func (j *Job) Describe(name string) string {
 	return strings.Join(parts, "; ")
 }
 
-// All returns the indices of every node of the job.
+// All returns the indices of every node the job runs with.
 func (j *Job) All() []int {
-	out := make([]int, len(j.Nodes))
+	out := make([]int, j.size)
 	for i := range out {
 		out[i] = i
 	}

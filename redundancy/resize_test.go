@@ -1,0 +1,147 @@
+package redundancy_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/jobtest"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// TestRestartOnFewerNodesAndBack: a job of four restarted on three keeps
+// node 3's share on node 0 (the node of the nearest intact rank to its
+// right), rebuilt once, readable from every node, degraded and saying why;
+// back on four nodes, node 3's own copy is found intact, the record follows
+// it home and the set is protected again — nothing deleted on the way.
+// Issue 12's items 3 and 4.
+func TestRestartOnFewerNodesAndBack(t *testing.T) {
+	for _, p := range []schemes.Params{xor, rs2, partner} {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			f := newFixture(t, p, memnet.Faults{})
+			f.startAll()
+			f.write("ckpt.1", 60<<10)
+			f.complete(0, "ckpt.1")
+			f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+			for i := range 4 {
+				f.Kill(i)
+			}
+
+			f.Resize(3)
+			f.RestartAll()
+			f.Wait(wait, "ckpt.1 degraded on nodes 0-2, node 0 holding two shares", func() string { return f.Describe("ckpt.1") }, func() bool {
+				for _, i := range f.All() {
+					if st, why := f.Nodes[i].State("ckpt.1"); st != cache.Degraded || !strings.Contains(why, "node 0 holds the shares of two members") {
+						return false
+					}
+				}
+				return true
+			})
+			f.checkFiles("ckpt.1", 0, 1, 2)
+			ds := f.Nodes[0].Store.Get("ckpt.1")
+			rec, err := record.Load(ds.Dir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			id3 := rec.Set(0)[3].ID
+			if got := rec.Member(id3).HeldBy(); got != f.Nodes[0].Store.NodeID() {
+				t.Fatalf("node 3's share held by %s, want node 0", got)
+			}
+			f.mu.Lock()
+			want3 := f.written["ckpt.1"][3]
+			f.mu.Unlock()
+			if got := sums(t, layout.HostedDir(ds.Dir(), id3)); !maps.Equal(got, want3) {
+				t.Fatalf("node 0 hosts %v of node 3's files, node 3 wrote %v", got, want3)
+			}
+			// Every node reads node 3's files from node 0.
+			for _, i := range f.All() {
+				v := f.p(i).Namespace.View("ckpt.1")
+				for path, sum := range want3 {
+					e, ok := v.Lookup(path)
+					if !ok {
+						t.Fatalf("node %d does not show %s", i, path)
+					}
+					local, err := f.p(i).Namespace.Materialize(jobtest.Ctx(t), "ckpt.1", e)
+					if err != nil {
+						t.Fatalf("node %d reads %s: %v", i, path, err)
+					}
+					if got := sum1(t, local); got != sum {
+						t.Fatalf("node %d reads %s with sha256 %s, written %s", i, path, got, sum)
+					}
+				}
+			}
+			// The job goes on on three nodes.
+			f.write("ckpt.2", 30<<10)
+			f.complete(1, "ckpt.2")
+			f.WaitState(wait, "ckpt.2", cache.Protected, f.All()...)
+			for i := range 3 {
+				f.Kill(i)
+			}
+
+			f.Resize(4)
+			f.RestartAll()
+			f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+			f.WaitState(wait, "ckpt.2", cache.Protected, 0, 1, 2)
+			f.checkFiles("ckpt.1", f.All()...)
+			f.checkFiles("ckpt.2", 0, 1, 2)
+			if _, err := os.Stat(layout.HostedDir(ds.Dir(), id3)); !os.IsNotExist(err) {
+				t.Fatalf("node 0 still hosts node 3's share: %v", err)
+			}
+			for _, i := range f.All() {
+				r, err := record.Load(f.Nodes[i].Store.Get("ckpt.1").Dir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := r.Member(id3).HeldBy(); got != id3 {
+					t.Fatalf("node %d: node 3's share held by %s after it came back", i, got)
+				}
+			}
+		})
+	}
+}
+
+// sums returns the sha256 of every regular file under dir, by slash path.
+func sums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if e.IsDir() && rel == layout.MetaDir {
+			return filepath.SkipDir
+		}
+		if e.Type().IsRegular() {
+			out[filepath.ToSlash(rel)] = sum1(t, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sum1(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
