@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -124,4 +126,62 @@ func TestDegradedClearsWhenMemberReturns(t *testing.T) {
 	}
 	c.Nodes[3].Start()
 	c.WaitState(60*time.Second, "ckpt.1", "protected")
+}
+
+// TestRestartOnFewerNodesAndBack (reproductions 3 and 4): a job of four
+// restarted on the first three nodes' list keeps node 3's files (rebuilt
+// once onto node 0, which says the set is degraded and why); restarted on
+// the four again, node 3's own copy is found, node 0 drops its copy and
+// every node is protected with what it wrote.
+func TestRestartOnFewerNodesAndBack(t *testing.T) {
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE",
+		"SCRFS_RESTART_MEMBER_TIMEOUT=20s").Start()
+	want := writeCheckpoint(t, c, "ckpt.1", 50_000)
+	want3 := withoutMeta(treeSums(t, c.Nodes[3].CacheDir("ckpt.1")))
+	for _, n := range c.Nodes {
+		must(t, n.Stop())
+	}
+	three := "SCRFS_CLUSTER_NODES=" + strings.Join(c.Addrs[:3], ",")
+	for _, n := range c.Nodes[:3] {
+		n.Env = append(n.Env, three)
+		n.StartNoWait()
+	}
+	for i, n := range c.Nodes[:3] {
+		n.WaitReady(60 * time.Second)
+		d := n.WaitState(60*time.Second, "ckpt.1", "degraded")
+		if !strings.Contains(d.Reason, "node 0 holds the shares of two members") {
+			t.Errorf("node %d: ckpt.1 degraded saying %q", i, d.Reason)
+		}
+		sameMeta(t, fmt.Sprintf("node %d's ckpt.1 on three nodes", i), treeMeta(t, n.Path("ckpt.1")), want[i])
+	}
+	hosted, err := filepath.Glob(c.Nodes[0].CacheDir("ckpt.1", ".scrfs", "hosted", "*"))
+	must(t, err)
+	if len(hosted) != 1 {
+		t.Fatalf("node 0 hosts %v, want node 3's share", hosted)
+	}
+	if got := withoutMeta(treeSums(t, hosted[0])); !maps.Equal(got, want3) {
+		t.Fatalf("node 0 hosts %v of node 3's files, node 3 wrote %v", got, want3)
+	}
+	if n := c.Nodes[0].log.count("rebuilding dataset", "ckpt.1"); n != 2 {
+		t.Errorf("node 0 took part in %d rebuilds of ckpt.1, want one for each of the two ranks it plays", n)
+	}
+
+	for _, n := range c.Nodes[:3] {
+		must(t, n.Stop())
+		n.Env = n.Env[:len(n.Env)-1]
+	}
+	c.Start()
+	c.WaitState(60*time.Second, "ckpt.1", "protected")
+	for i, n := range c.Nodes {
+		sameMeta(t, fmt.Sprintf("node %d's ckpt.1 back on four nodes", i), treeMeta(t, n.Path("ckpt.1")), want[i])
+	}
+	if left, _ := filepath.Glob(c.Nodes[0].CacheDir("ckpt.1", ".scrfs", "hosted", "*")); len(left) != 0 {
+		t.Errorf("node 0 still hosts %v after node 3 came back", left)
+	}
+}
+
+// withoutMeta leaves out scrfs's own files (redundancy data, record).
+func withoutMeta(sums map[string]string) map[string]string {
+	maps.DeleteFunc(sums, func(p string, _ string) bool { return strings.HasPrefix(p, ".scrfs") })
+	return sums
 }
