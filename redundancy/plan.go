@@ -125,6 +125,12 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	for name, d := range newest {
 		rec := d.Record
 		slices.Sort(on[name])
+		var free []int // nodes that hold nothing of the dataset
+		for _, n := range answered(invs) {
+			if !slices.Contains(on[name], n) {
+				free = append(free, n)
+			}
+		}
 		revised := rec
 		for s := range rec.Scheme.Sets {
 			set := rec.Set(s)
@@ -158,7 +164,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				// record follows where the share is.
 				revised = movedRecord(revised, s, moved)
 			}
-			for _, a := range decide(rec, s, set, status, at, nodes, anyDegraded) {
+			for _, a := range decide(rec, s, set, status, at, free, anyDegraded) {
 				switch a.Kind {
 				case actFail:
 					a.To = answered(invs)
@@ -210,12 +216,12 @@ func (h holding) rank(m *record.Member) int {
 	return r
 }
 
-// decide plans one set of a dataset from its members' statuses (by rank)
-// and the nodes that hold them, in a job of nodes. Only members whose shares nobody holds
+// decide plans one set of a dataset from its members' statuses (by rank),
+// the nodes that hold them and the nodes that hold nothing of the dataset. Only members whose shares nobody holds
 // while every node answered, or whose copies are damaged, count as lost: a
 // member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, at []int, nodes int, degraded bool) []action {
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, at []int, free []int, degraded bool) []action {
 	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
 	var lost, away, gone []int
 	anyIntact := false
@@ -255,7 +261,7 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 	case len(away) > 0:
 		return one(actDegrade, memberList(set, away)+" unreachable; rebuild waits for it")
 	case len(lost) > 0:
-		return []action{{Set: s, Kind: actRebuild, Lost: lost, Nodes: hosts(set, status, at, nodes)}}
+		return []action{{Set: s, Kind: actRebuild, Lost: lost, Nodes: hosts(set, status, at, free)}}
 	}
 	if doubled := hostedTwice(at); doubled != "" {
 		return one(actDegrade, doubled)
@@ -280,20 +286,24 @@ func hostedTwice(nodes []int) string {
 	return ""
 }
 
-// hosts returns the node that plays each rank of a rebuild in a job of
-// nodes: a member's holder; for a member whose share nobody holds any more,
-// the node of its index if the job has it and it plays no other rank (a
-// replacement), else the node holding the nearest intact member to its
-// right in the set (rank r+1, r+2, …) — the documented rule by which a job
-// restarted on fewer nodes keeps a lost node's files.
-func hosts(set []*record.Member, status []memberStatus, at []int, nodes int) []int {
+// hosts returns the node that plays each rank of a rebuild: a member's
+// holder; for a member whose share nobody holds any more, a node of the job
+// that holds nothing of the dataset (free, in order; the node of the
+// member's recorded index first) — a replacement — else the node holding
+// the nearest intact member to its right in the set (rank r+1, r+2, …):
+// the documented rule by which a job restarted on fewer nodes keeps a lost
+// node's files.
+func hosts(set []*record.Member, status []memberStatus, at []int, free []int) []int {
 	out := slices.Clone(at)
+	free = slices.Clone(free)
 	for r, st := range status {
 		if st != missing {
 			continue
 		}
-		if n := set[r].Node; n < nodes && !slices.Contains(out, n) {
-			out[r] = n
+		if len(free) > 0 {
+			i := max(slices.Index(free, set[r].Node), 0)
+			out[r] = free[i]
+			free = slices.Delete(free, i, i+1)
 			continue
 		}
 		for d := 1; d < len(status); d++ {

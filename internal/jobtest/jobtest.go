@@ -118,6 +118,18 @@ func (j *Job) Resize(n int) {
 	j.size = n
 }
 
+// Swap exchanges the directories (caches and control state) of nodes i
+// and k, as a job restarted with its hosts in another order. Both must be
+// down.
+func (j *Job) Swap(i, k int) {
+	a, b := j.Nodes[i], j.Nodes[k]
+	if a.Store != nil || b.Store != nil {
+		j.T.Fatalf("swap nodes %d and %d while one runs", i, k)
+	}
+	a.CacheDir, b.CacheDir = b.CacheDir, a.CacheDir
+	a.ControlDir, b.ControlDir = b.ControlDir, a.ControlDir
+}
+
 // Changed wakes waiters: every store change calls it.
 func (j *Job) Changed() {
 	j.mu.Lock()
