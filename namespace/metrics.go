@@ -4,16 +4,16 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the namespace's series.
 type metrics struct {
-	received *prometheus.CounterVec
+	received prometheus.Counter
 	reads    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, n *Namespace) *metrics {
 	m := &metrics{
-		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "namespace", Name: "received_bytes_total",
-			Help: "Bytes of other nodes' files this node fetched into its read cache, by holder node.",
-		}, []string{"peer"}),
+			Help: "Bytes of other nodes' files this node fetched into its read cache.",
+		}),
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "namespace", Name: "remote_opens_total",
 			Help: "Opens of files another node holds, by result: fetched (transferred now), cached (in the read cache already), shared (joined a transfer under way), failed.",

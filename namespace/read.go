@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -191,7 +190,7 @@ func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, nod
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return err
 	}
-	n.metrics.received.WithLabelValues(strconv.Itoa(node)).Add(float64(r.size))
+	n.metrics.received.Add(float64(r.size))
 	n.rc.add(dst, r.size)
 	return nil
 }
