@@ -195,6 +195,7 @@ func (d *Daemon) startProtocols() (stop func(), err error) {
 		return nil, err
 	}
 	d.proto.Store(pr)
+	d.fsys.UseNamespace(pr.Namespace)
 	return pr.Close, nil
 }
 

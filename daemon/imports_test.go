@@ -28,6 +28,7 @@ func TestImportRules(t *testing.T) {
 		"redundancy": {"fs", "flush", "peer", "daemon", "transfer"},
 		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy"},
 		"completion": {"fs", "flush", "peer", "daemon", "redundancy", "transfer"},
+		"namespace":  {"fs", "peer", "flush", "daemon", "completion", "redundancy", "transfer"},
 		"record":     {"cache", "fs", "peer", "flush", "daemon", "jobnet", "completion", "redundancy", "transfer"},
 		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
 	}

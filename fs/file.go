@@ -15,11 +15,11 @@ import (
 // never used after it is closed.
 type handle struct {
 	fsys    *FS
-	node    *dsNode
-	fd      int   // owned; closed by Release
-	write   bool  // counted as a writer of the dataset (OpenWrite)
-	created bool  // this open created the file
-	size0   int64 // size at open, to measure growth under passthrough
+	node    *dsNode // nil for a copy of another node's file (read-only)
+	fd      int     // owned; closed by Release
+	write   bool    // counted as a writer of the dataset (OpenWrite)
+	created bool    // this open created the file
+	size0   int64   // size at open, to measure growth under passthrough
 }
 
 func (f *FS) newHandle(n *dsNode, fd int, write, created bool) (*handle, syscall.Errno) {
@@ -131,7 +131,7 @@ func (h *handle) setattr(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 // checkpoint's size learns of a full cache before writing.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
 	defer h.fsys.observe(opAllocate, time.Now(), &errno)
-	if !h.node.ds.Writable() {
+	if h.node == nil || !h.node.ds.Writable() { // nil: another node's file
 		return syscall.EROFS
 	}
 	return h.fsys.toErrno(syscall.Fallocate(h.fd, mode, int64(off), int64(size)))

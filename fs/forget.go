@@ -4,6 +4,7 @@ import (
 	"context"
 	"path"
 
+	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/scrfs/scrfs/cache"
 )
 
@@ -27,7 +28,7 @@ func (f *FS) Forget(r cache.Route) {
 		names = []string{path.Base(r.Root)}
 	} else {
 		for name, ch := range parent.Children() {
-			if n, ok := ch.Operations().(*dsNode); ok && n.ds.Name() == r.Name {
+			if d := datasetOf(ch); d != nil && d.Name() == r.Name {
 				names = append(names, name)
 			}
 		}
@@ -57,6 +58,18 @@ func (f *FS) Appeared(r cache.Route) {
 		return
 	}
 	go parent.NotifyEntry(path.Base(r.Root))
+}
+
+// datasetOf returns the dataset node ch belongs to, or nil for a
+// namespace directory.
+func datasetOf(ch *gofs.Inode) *cache.Dataset {
+	switch n := ch.Operations().(type) {
+	case *dsNode:
+		return n.ds
+	case *remoteNode:
+		return n.ds
+	}
+	return nil
 }
 
 // findNS returns the namespace directory at mount path p, if it exists.

@@ -37,6 +37,7 @@ type FS struct {
 	unknownErrs sync.Map // error texts already logged by toErrno
 	restore     restoring
 	dirs        dirCache
+	ns          Namespace // nil: every node shows only its own files
 
 	// server is set once mounted; nodes use it for kernel notifications.
 	server *fuse.Server

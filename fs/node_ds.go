@@ -98,12 +98,16 @@ func (n *dsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 	if n.hidden(name) {
 		return nil, syscall.ENOENT
 	}
-	e, _, errno := n.childAt(name)
+	e, rel, errno := n.childAt(name)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer e.release()
-	return n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
+	ch, errno = n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
+	if errno == syscall.ENOENT {
+		return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, rel, out)
+	}
+	return ch, errno
 }
 
 // Readdir lists a dataset directory; at the dataset's root, without
@@ -120,16 +124,23 @@ func (n *dsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.
 		return nil, n.fsys.toErrno(err)
 	}
 	s, errno := gofs.NewLoopbackDirStreamFd(fd)
-	if errno != 0 || !n.root {
+	if errno != 0 {
 		return s, errno
 	}
-	// ".." of a dataset's root is the mount directory it sits in, not the
-	// cache directory the kernel reports.
-	parentIno := n.StableAttr().Ino
-	if _, p := n.Parent(); p != nil {
-		parentIno = p.StableAttr().Ino
+	if n.root {
+		// ".." of a dataset's root is the mount directory it sits in, not
+		// the cache directory the kernel reports.
+		parentIno := n.StableAttr().Ino
+		if _, p := n.Parent(); p != nil {
+			parentIno = p.StableAttr().Ino
+		}
+		s = &datasetRootStream{DirStream: s, parentIno: parentIno}
 	}
-	return &datasetRootStream{DirStream: s, parentIno: parentIno}, 0
+	if n.fsys.view(n.ds) == nil {
+		return s, 0
+	}
+	rel, _ := n.rel()
+	return n.fsys.withRemote(s, n.ds, rel)
 }
 
 // Getattr stats the cache entry (through the open handle when there is one).

@@ -34,7 +34,11 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 			return nil, n.fsys.toErrno(err)
 		}
 		defer e.release()
-		return n.fsys.entryNode(ctx, n.EmbeddedInode(), d, e, out)
+		ch, errno = n.fsys.entryNode(ctx, n.EmbeddedInode(), d, e, out)
+		if errno == syscall.ENOENT {
+			return n.fsys.remoteChild(ctx, n.EmbeddedInode(), d, name, out)
+		}
+		return ch, errno
 	}
 	return nil, syscall.ENOENT
 }
@@ -89,6 +93,7 @@ func (n *nsNode) datasetEntries(ctx context.Context) []fuse.DirEntry {
 			if err != nil {
 				continue
 			}
+			local := map[string]bool{}
 			for _, de := range des {
 				if de.Name() == layout.MetaDir {
 					continue
@@ -98,7 +103,9 @@ func (n *nsNode) datasetEntries(ctx context.Context) []fuse.DirEntry {
 					ino = info.Sys().(*syscall.Stat_t).Ino
 				}
 				entries = append(entries, fuse.DirEntry{Name: de.Name(), Mode: modeOf(de.Type()), Ino: ino})
+				local[de.Name()] = true
 			}
+			entries = append(entries, n.fsys.remoteEntries(d, ".", local)...)
 		}
 	}
 	return entries

@@ -185,3 +185,37 @@ func TestHolderDownWaitsThenFails(t *testing.T) {
 		t.Fatalf("read after the rebuild: %d bytes, %v", len(got), err)
 	}
 }
+
+// TestPartnerCopyServesWhileHolderDown: under PARTNER, a file whose holder
+// is down is read at once from a partner's copy, byte for byte; a copy that
+// no longer matches what was protected is never served.
+func TestPartnerCopyServesWhileHolderDown(t *testing.T) {
+	j, want := dcpJob(t, layout.Scheme{Kind: layout.KindPartner, Replicas: 1}, memnet.Faults{})
+	j.Kill(1)
+	start := time.Now()
+	got, err := read(t, j, 3, "dcp_200", "__1_0.distcp")
+	if err != nil || sum(got) != sum(want["__1_0.distcp"]) {
+		t.Fatalf("read while the holder is down: %d bytes, %v", len(got), err)
+	}
+	if time.Since(start) > time.Second {
+		t.Errorf("the copy took %v: it should not wait for the holder", time.Since(start))
+	}
+	// Node 2 keeps node 1's copy; damage it and read again on another node.
+	red, err := filepath.Glob(filepath.Join(j.Nodes[2].Store.Get("dcp_200").Dir(), ".scrfs", "*.redset"))
+	if err != nil || len(red) != 1 {
+		t.Fatalf("node 2's redundancy file: %v %v", red, err)
+	}
+	b, err := os.ReadFile(red[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 64; i < len(b)/2; i += 4096 {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(red[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := read(t, j, 0, "dcp_200", "__1_0.distcp"); err == nil {
+		t.Fatalf("a damaged copy was served: %d bytes", len(got))
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
@@ -33,6 +34,9 @@ type readReq struct {
 	Member  string `json:"member"`
 	Path    string `json:"path"`
 	Stream  string `json:"stream"`
+	// Copy asks a PARTNER of the member for the file from the copy its
+	// redundancy file keeps (the holder is down).
+	Copy bool `json:"copy,omitempty"`
 }
 
 // Check implements jobnet.Checker.
@@ -110,9 +114,10 @@ func (n *Namespace) Materialize(ctx context.Context, dataset string, e *Entry) (
 	}
 }
 
-// fetch copies file p of e's member from its holder into dst, retrying
-// while the holder is unreachable or does not hold the share yet (it may be
-// restarting, or being rebuilt), at most MemberTimeout.
+// fetch copies file p of e's member from its holder into dst. While the
+// holder is unreachable or does not hold the share (it may be restarting,
+// or being rebuilt), a PARTNER dataset's file comes from a partner's copy;
+// otherwise the fetch retries, at most MemberTimeout.
 func (n *Namespace) fetch(ctx context.Context, dataset string, e *Entry, p, dst string) error {
 	deadline := time.Now().Add(n.o.MemberTimeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -120,8 +125,25 @@ func (n *Namespace) fetch(ctx context.Context, dataset string, e *Entry, p, dst 
 	backoff := 50 * time.Millisecond
 	for {
 		node := n.holder(e) // a stock-taking may move it meanwhile
-		err := n.fetchOnce(ctx, dataset, e, node, p, dst)
+		copies := n.copies(dataset, e)
+		var err error
+		if len(copies) > 0 && !n.up(ctx, node) {
+			err = fmt.Errorf("node %d unreachable", node)
+		} else {
+			err = n.fetchOnce(ctx, dataset, e, readReq{Dataset: dataset, Member: e.Member, Path: p}, node, dst)
+		}
 		retry := errors.Is(err, ErrNotHeld) || (err != nil && !jobnet.IsRemote(err))
+		if retry {
+			for _, c := range copies {
+				cerr := n.fetchOnce(ctx, dataset, e, readReq{Dataset: dataset, Member: e.Member, Path: p, Copy: true}, c, dst)
+				if cerr == nil {
+					n.log.Info("a file was read from a partner's copy: its holder is away", "dataset", dataset,
+						"path", e.Path, "holder", node, "copy", c, "err", err)
+					return nil
+				}
+				n.log.Warn("a partner's copy could not be read", "dataset", dataset, "path", e.Path, "copy", c, "err", cerr)
+			}
+		}
 		if err == nil || !retry || time.Now().Add(backoff).After(deadline) {
 			if retry {
 				return fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
@@ -141,7 +163,43 @@ func (n *Namespace) fetch(ctx context.Context, dataset string, e *Entry, p, dst 
 	}
 }
 
-func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, node int, p, dst string) error {
+// linkWait is how long a read with a copy elsewhere waits for the link to
+// the holder before it turns to the copy.
+const linkWait = 500 * time.Millisecond
+
+// up reports whether the link to node is up, or comes up within linkWait.
+func (n *Namespace) up(ctx context.Context, node int) bool {
+	ctx, cancel := context.WithTimeout(ctx, linkWait)
+	defer cancel()
+	return n.o.Mux.WaitUp(ctx, []int{node}) == nil
+}
+
+// copies returns the nodes that keep a copy of e's member's files: its
+// partners, when the dataset is protected by PARTNER.
+func (n *Namespace) copies(dataset string, e *Entry) []int {
+	ds := n.o.Store.Get(dataset)
+	if ds == nil {
+		return nil
+	}
+	rec, err := record.Load(ds.Dir())
+	if err != nil || rec.Scheme.Kind != schemes.Partner.String() {
+		return nil
+	}
+	src := rec.Member(e.Member)
+	if src == nil {
+		return nil
+	}
+	set := rec.Set(src.Set)
+	var out []int
+	for _, r := range layout.PartnerHolders(len(set), src.Rank, rec.Scheme.Replicas) {
+		out = append(out, n.holder(&Entry{Node: set[r].Node, Holder: set[r].HeldBy()}))
+	}
+	return out
+}
+
+// fetchOnce asks node for the file req names and receives it into dst.
+func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, req readReq, node int, dst string) error {
+	p := req.Path
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
@@ -153,7 +211,8 @@ func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, nod
 	defer tmp.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sid := "ns/" + jobnet.NewToken()
+	req.Stream = "ns/" + jobnet.NewToken()
+	sid := req.Stream
 	type got struct {
 		size int64
 		crc  uint32
@@ -165,7 +224,7 @@ func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, nod
 		recv <- got{size, crc, err}
 	}()
 	var rep readReply
-	err = n.o.Mux.Call(ctx, node, "ns-read", readReq{Dataset: dataset, Member: e.Member, Path: p, Stream: sid}, &rep)
+	err = n.o.Mux.Call(ctx, node, "ns-read", req, &rep)
 	if err != nil {
 		cancel()
 		<-recv
@@ -226,7 +285,8 @@ func (n *Namespace) receive(ctx context.Context, node int, sid string, w io.Writ
 }
 
 // handleRead serves one file of a share this node holds, checking it
-// against the CRC32C recorded when the dataset was protected.
+// against the CRC32C recorded when the dataset was protected; or, asked for
+// a copy, the file of a PARTNER source from the copy this node keeps.
 func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, error) {
 	ds := n.o.Store.Get(m.Dataset)
 	if ds == nil || ds.Info().Seq == 0 {
@@ -237,19 +297,9 @@ func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, e
 		return nil, err
 	}
 	mem := rec.Member(m.Member)
-	if mem == nil || mem.HeldBy() != n.o.Store.NodeID() {
+	if mem == nil || (!m.Copy && mem.HeldBy() != n.o.Store.NodeID()) {
 		return nil, fmt.Errorf("node %d does not hold member %.12s's share of %s: %w", n.self, m.Member, m.Dataset, ErrNotHeld)
 	}
-	dir := ds.ShareDir(mem.ID)
-	want, known, err := recordedCRC(dir, mem, m.Path)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(path.Clean(m.Path))))
-	if err != nil {
-		return nil, fmt.Errorf("node %d: %w", n.self, err)
-	}
-	defer f.Close()
 	s, err := n.o.Mux.OpenStream(ctx, from, m.Stream)
 	if err != nil {
 		return nil, err
@@ -257,28 +307,81 @@ func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, e
 	defer s.Close()
 	bp := pieces.Get().(*[]byte)
 	defer pieces.Put(bp)
-	var rep readReply
+	w := &streamWriter{ctx: ctx, s: s}
+	if m.Copy {
+		err = n.sendCopy(ds, rec, mem, m.Path, w, *bp)
+	} else {
+		err = n.sendOwn(ds.ShareDir(mem.ID), mem, m, w, *bp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return w.rep, nil
+}
+
+// sendOwn sends file m.Path of member mem's share, kept in dir.
+func (n *Namespace) sendOwn(dir string, mem *record.Member, m readReq, w *streamWriter, buf []byte) error {
+	want, known, err := recordedCRC(dir, mem, m.Path)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(path.Clean(m.Path))))
+	if err != nil {
+		return fmt.Errorf("node %d: %w", n.self, err)
+	}
+	defer f.Close()
 	for {
-		k, rerr := io.ReadFull(f, *bp)
+		k, rerr := io.ReadFull(f, buf)
 		if k > 0 {
-			rep.CRC = crc32.Update(rep.CRC, castagnoli, (*bp)[:k])
-			rep.Size += int64(k)
-			if err := s.Send(ctx, (*bp)[:k]); err != nil {
-				return nil, err
+			if _, err := w.Write(buf[:k]); err != nil {
+				return err
 			}
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
 			break
 		}
 		if rerr != nil {
-			return nil, rerr
+			return rerr
 		}
 	}
-	if known && rep.CRC != want {
-		return nil, fmt.Errorf("%s/%s on node %d no longer matches the CRC32C recorded when it was protected: %w",
+	if known && w.rep.CRC != want {
+		return fmt.Errorf("%s/%s on node %d no longer matches the CRC32C recorded when it was protected: %w",
 			m.Dataset, m.Path, n.self, schemes.ErrCorrupt)
 	}
-	return rep, nil
+	return nil
+}
+
+// sendCopy sends file p of PARTNER member src from the copy kept by a
+// member whose share this node holds.
+func (n *Namespace) sendCopy(ds *cache.Dataset, rec *record.Record, src *record.Member, p string, w *streamWriter, buf []byte) error {
+	for _, own := range rec.Held(n.o.Store.NodeID()) {
+		if own.Set != src.Set || own.ID == src.ID {
+			continue
+		}
+		_, err := schemes.ReadCopy(ds.ShareDir(own.ID), own.Node, src.Rank, p, w, buf)
+		if errors.Is(err, os.ErrNotExist) && w.rep.Size == 0 {
+			continue // this member keeps no copy of src
+		}
+		return err
+	}
+	return fmt.Errorf("node %d keeps no copy of member %.12s's files of %s: %w", n.self, src.ID, rec.Dataset, ErrNotHeld)
+}
+
+// streamWriter sends what is written to it over a stream, counting its
+// length and CRC32C.
+type streamWriter struct {
+	ctx context.Context
+	s   jobnet.Stream
+	rep readReply
+}
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	if err := w.s.Send(w.ctx, b); err != nil {
+		return 0, err
+	}
+	w.rep.CRC = crc32.Update(w.rep.CRC, castagnoli, b)
+	w.rep.Size += int64(len(b))
+	return len(b), nil
 }
 
 // recordedCRC returns the CRC32C the member's redundancy file recorded for

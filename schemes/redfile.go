@@ -347,21 +347,30 @@ func (r *redFile) verifyAll(buf []byte) error {
 // it protected. Errors wrap fs.ErrNotExist when there is no such file and
 // ErrCorrupt when its header does not check.
 func MemberFiles(dir string, node int) ([]FileMeta, error) {
-	meta := filepath.Join(dir, layout.MetaDir)
-	ents, err := os.ReadDir(meta)
+	path, err := redFileOf(dir, node)
 	if err != nil {
 		return nil, err
 	}
+	h, err := ReadHeader(path)
+	if err != nil {
+		return nil, err
+	}
+	return h.Members[0].Files, nil
+}
+
+// redFileOf returns the path of the redundancy file of node in the dataset
+// directory dir.
+func redFileOf(dir string, node int) (string, error) {
+	meta := filepath.Join(dir, layout.MetaDir)
+	ents, err := os.ReadDir(meta)
+	if err != nil {
+		return "", err
+	}
 	for _, e := range ents {
 		n, _, _, _, _, _, err := layout.ParseRedundancyFileName(e.Name())
-		if err != nil || n != node {
-			continue
+		if err == nil && n == node {
+			return filepath.Join(meta, e.Name()), nil
 		}
-		h, err := ReadHeader(filepath.Join(meta, e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		return h.Members[0].Files, nil
 	}
-	return nil, fmt.Errorf("no redundancy file of node %d in %s: %w", node, meta, os.ErrNotExist)
+	return "", fmt.Errorf("no redundancy file of node %d in %s: %w", node, meta, os.ErrNotExist)
 }

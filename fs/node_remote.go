@@ -1,0 +1,249 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"path"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/namespace"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// Namespace is the job-wide view of complete datasets: what every node
+// wrote (from the dataset's record), and a local, verified copy of any file
+// another node holds. *namespace.Namespace implements it.
+type Namespace interface {
+	View(dataset string) *namespace.View
+	Materialize(ctx context.Context, dataset string, e *namespace.Entry) (string, error)
+}
+
+// UseNamespace makes every complete, recorded dataset show what every node
+// of the job wrote, not only this node's files. Call it before Mount.
+func (f *FS) UseNamespace(ns Namespace) { f.ns = ns }
+
+// remoteNode is an entry of a complete dataset that this node's cache
+// directory of it does not have: a file, symlink or directory another node
+// wrote (or one this node holds for a node gone from the job). Its
+// attributes come from the dataset's record; its bytes are fetched whole on
+// open into the read cache (namespace.Materialize) and served from there.
+// Nothing under it can change.
+type remoteNode struct {
+	gofs.Inode
+	fsys *FS
+	ds   *cache.Dataset
+	rel  string // path inside the dataset
+}
+
+// view returns the job-wide view of dataset d, or nil while d is being
+// written or not yet recorded (only this node's files are shown then).
+func (f *FS) view(d *cache.Dataset) *namespace.View {
+	if f.ns == nil || d.Writable() {
+		return nil
+	}
+	return f.ns.View(d.Name())
+}
+
+// remoteChild returns the node of entry rel of complete dataset d that
+// this node's cache directory lacks, as a child of parent, or ENOENT.
+func (f *FS) remoteChild(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	v := f.view(d)
+	if v == nil {
+		if !d.Writable() {
+			// Complete but not yet recorded here: the names other nodes
+			// wrote appear with the record, so "no such file" must not be
+			// remembered by the kernel until then.
+			out.SetEntryTimeout(time.Nanosecond)
+		}
+		return nil, syscall.ENOENT
+	}
+	e, ok := v.Lookup(rel)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	fillRemote(e, &out.Attr)
+	cacheLong(d, out)
+	n := &remoteNode{fsys: f, ds: d, rel: e.Path}
+	return parent.NewInode(ctx, n, gofs.StableAttr{Mode: typeBits(e.Meta.Type)}), 0
+}
+
+// remoteEntries lists the entries of directory rel of complete dataset d
+// that other nodes wrote and have names not in local.
+func (f *FS) remoteEntries(d *cache.Dataset, rel string, local map[string]bool) []fuse.DirEntry {
+	v := f.view(d)
+	if v == nil {
+		return nil
+	}
+	var out []fuse.DirEntry
+	for _, e := range v.ReadDir(rel) {
+		if name := path.Base(e.Path); !local[name] {
+			out = append(out, fuse.DirEntry{Name: name, Mode: typeBits(e.Meta.Type)})
+		}
+	}
+	return out
+}
+
+// withRemote lists directory rel of complete dataset d: what local lists
+// (this node's cache directory), then the entries only other nodes wrote.
+func (f *FS) withRemote(local gofs.DirStream, d *cache.Dataset, rel string) (gofs.DirStream, syscall.Errno) {
+	defer local.Close()
+	var entries []fuse.DirEntry
+	names := map[string]bool{}
+	for local.HasNext() {
+		e, errno := local.Next()
+		if errno != 0 {
+			return nil, errno
+		}
+		entries = append(entries, e)
+		names[e.Name] = true
+	}
+	return gofs.NewListDirStream(append(entries, f.remoteEntries(d, rel, names)...)), 0
+}
+
+// entry returns the node's current entry in its dataset's view.
+func (n *remoteNode) entry() (*namespace.Entry, syscall.Errno) {
+	v := n.fsys.view(n.ds)
+	if v == nil {
+		return nil, syscall.ENOENT
+	}
+	e, ok := v.Lookup(n.rel)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return e, 0
+}
+
+// Getattr reports the attributes the writer gave the entry.
+func (n *remoteNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
+	defer n.fsys.observe(opGetattr, time.Now(), &errno)
+	e, errno := n.entry()
+	if errno != 0 {
+		return errno
+	}
+	fillRemote(e, &out.Attr)
+	out.SetTimeout(immutableTimeout)
+	return 0
+}
+
+// Lookup finds an entry of a directory only other nodes wrote.
+func (n *remoteNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
+	defer n.fsys.observe(opLookup, time.Now(), &errno)
+	return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, path.Join(n.rel, name), out)
+}
+
+// Readdir lists a directory only other nodes wrote.
+func (n *remoteNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.Errno) {
+	defer n.fsys.observe(opReaddir, time.Now(), &errno)
+	parent := n.StableAttr().Ino
+	if _, p := n.Parent(); p != nil {
+		parent = p.StableAttr().Ino
+	}
+	entries := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR, Ino: n.StableAttr().Ino}, {Name: "..", Mode: syscall.S_IFDIR, Ino: parent}}
+	entries = append(entries, n.fsys.remoteEntries(n.ds, n.rel, nil)...)
+	return gofs.NewListDirStream(entries), 0
+}
+
+// Readlink returns a symlink's target as its writer made it.
+func (n *remoteNode) Readlink(ctx context.Context) (target []byte, errno syscall.Errno) {
+	defer n.fsys.observe(opReadlink, time.Now(), &errno)
+	e, errno := n.entry()
+	if errno != 0 {
+		return nil, errno
+	}
+	if e.Meta.Type != schemes.Symlink {
+		return nil, syscall.EINVAL
+	}
+	return []byte(e.Meta.Target), 0
+}
+
+// Open fetches the file from the node that holds it (once for every
+// reader on this node; later opens find it in the read cache) and serves
+// it from the local copy. A holder that stays unreachable, or bytes that do
+// not match what was protected, fail the open with EIO (the namespace logs
+// which node and why): never wrong bytes.
+func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+	defer n.fsys.observe(opOpen, time.Now(), &errno)
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	e, errno := n.entry()
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	local, err := n.fsys.ns.Materialize(ctx, n.ds.Name(), e)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, 0, syscall.EINTR
+		}
+		return nil, 0, syscall.EIO
+	}
+	fd, err := syscall.Open(local, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, 0, n.fsys.toErrno(err)
+	}
+	return &handle{fsys: n.fsys, fd: fd}, 0, 0
+}
+
+// Statfs reports the cache file system.
+func (n *remoteNode) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.Errno) {
+	defer n.fsys.observe(opStatfs, time.Now(), &errno)
+	return n.fsys.statfs(out)
+}
+
+// Nothing under a complete dataset changes.
+
+// Setattr fails: the dataset is complete.
+func (n *remoteNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EROFS
+}
+
+// Mkdir fails: the dataset is complete.
+func (n *remoteNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	return nil, syscall.EROFS
+}
+
+// Create fails: the dataset is complete.
+func (n *remoteNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EROFS
+}
+
+// Unlink fails: the dataset is complete.
+func (n *remoteNode) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+
+// Rmdir fails: the dataset is complete.
+func (n *remoteNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
+
+// fillRemote fills out with the attributes of e as its writer left them.
+func fillRemote(e *namespace.Entry, out *fuse.Attr) {
+	m := e.Meta
+	out.Mode = typeBits(m.Type) | m.Mode&0o7777
+	out.Nlink = 1
+	out.Size = uint64(m.Size)
+	switch m.Type {
+	case schemes.Dir:
+		out.Nlink, out.Size = 2, 4096
+	case schemes.Symlink:
+		out.Size = uint64(len(m.Target))
+	}
+	out.Blksize = 4096
+	out.Blocks = (out.Size + 511) / 512
+	out.Owner = fuse.Owner{Uid: m.UID, Gid: m.GID}
+	mtime, atime := time.Unix(0, m.MtimeNs), time.Unix(0, m.AtimeNs)
+	out.SetTimes(&atime, &mtime, &mtime)
+}
+
+// typeBits returns the S_IF* bits of an entry type (a hard link is the
+// regular file it names).
+func typeBits(t schemes.EntryType) uint32 {
+	switch t {
+	case schemes.Dir:
+		return syscall.S_IFDIR
+	case schemes.Symlink:
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}

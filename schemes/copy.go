@@ -1,0 +1,73 @@
+package schemes
+
+import (
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+)
+
+// ReadCopy writes to w the bytes of regular file p of member src of a
+// PARTNER set, as the redundancy file of node in the dataset directory dir
+// holds them (a partner keeps full copies of its sources' files), and
+// returns the file's metadata as src's encode recorded it. Every block read
+// is checked against the redundancy file's trailer, and the whole file
+// against its recorded CRC32C: what reaches w is what src protected, or an
+// error wrapping ErrCorrupt. buf is the read buffer (its length sets the
+// read size). Errors wrap fs.ErrNotExist when node's file holds no copy of
+// src or src wrote no file p.
+func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (FileMeta, error) {
+	path, err := redFileOf(dir, node)
+	if err != nil {
+		return FileMeta{}, err
+	}
+	r, err := openRedFile(path)
+	if err != nil {
+		return FileMeta{}, err
+	}
+	defer r.close()
+	hdr := r.lay.hdr
+	seg := -1
+	for i, sg := range hdr.Segments {
+		if sg.Rank == src {
+			seg = i
+		}
+	}
+	mem, ok := hdr.member(src)
+	if hdr.Scheme != Partner.String() || seg < 0 || !ok {
+		return FileMeta{}, fmt.Errorf("%s holds no copy of member %d: %w", path, src, os.ErrNotExist)
+	}
+	var start int64
+	var meta *FileMeta
+	for i := range mem.Files {
+		f := &mem.Files[i]
+		if f.Type != Regular {
+			continue
+		}
+		if f.Path == p {
+			meta = f
+			break
+		}
+		start += f.Size
+	}
+	if meta == nil {
+		return FileMeta{}, fmt.Errorf("member %d wrote no file %s: %w", src, p, os.ErrNotExist)
+	}
+	sr := r.reader()
+	var crc uint32
+	for off := int64(0); off < meta.Size; {
+		b := buf[:min(int64(len(buf)), meta.Size-off)]
+		if err := sr.readAt(seg, start+off, b); err != nil {
+			return FileMeta{}, err
+		}
+		crc = crc32.Update(crc, castagnoli, b)
+		if _, err := w.Write(b); err != nil {
+			return FileMeta{}, err
+		}
+		off += int64(len(b))
+	}
+	if meta.HasCRC && crc != meta.CRC32C {
+		return FileMeta{}, fmt.Errorf("%w: the copy of %s of member %d in %s: crc32c %08x, recorded %08x", ErrCorrupt, p, src, path, crc, meta.CRC32C)
+	}
+	return *meta, nil
+}
