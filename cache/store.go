@@ -281,9 +281,20 @@ func (s *Store) Started(r Route) (*Dataset, error) {
 		return d, nil
 	}
 	s.mu.Unlock()
-	d, _, err := s.obtainStarted(r)
+	d, created, err := s.obtainStarted(r)
+	if created {
+		// As mkdir(2) with the usual umask makes it; the creator's own
+		// mode is not known here.
+		if err := s.cache.Chmod(r.Name, startedMode); err != nil {
+			s.log.Warn("mode of a dataset directory another node started", "dataset", r.Name, "err", err)
+		}
+	}
 	return d, err
 }
+
+// startedMode is the mode of the directory of a dataset another node
+// started.
+const startedMode = 0o755
 
 // obtainStarted is Obtain after OnStart agreed: it returns the dataset if
 // it appeared meanwhile, else creates it.

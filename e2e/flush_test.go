@@ -526,12 +526,14 @@ func TestFlushPrefixUnusable(t *testing.T) {
 	})
 }
 
-// clusterSums is what every node of c shows of dataset through its mount.
+// clusterSums is what every node of c wrote of dataset: the files of its
+// own cache directory of it (its mount shows every node's once the dataset
+// is complete).
 func clusterSums(t *testing.T, c *Cluster, dataset string) []map[string]string {
 	t.Helper()
 	out := make([]map[string]string, len(c.Nodes))
 	for i, n := range c.Nodes {
-		out[i] = treeSums(t, n.Path(dataset))
+		out[i] = withoutMeta(treeSums(t, n.CacheDir(dataset)))
 	}
 	return out
 }
@@ -626,9 +628,12 @@ func TestFlushFetchCluster(t *testing.T) {
 	restartWiped()
 	c.WaitCompleted(time.Second, "ckpt.2")
 	for i, n := range c.Nodes {
-		sameSums(t, fmt.Sprintf("ckpt.2 fetched on node %d", i), treeSums(t, n.Path("ckpt.2")), sums2[i])
+		sameSums(t, fmt.Sprintf("ckpt.2 fetched on node %d", i), withoutMeta(treeSums(t, n.CacheDir("ckpt.2"))), sums2[i])
 	}
 	c.WaitState(60*time.Second, "ckpt.2", "protected")
+	for i, n := range c.Nodes {
+		sameSums(t, fmt.Sprintf("ckpt.2 through node %d's mount", i), treeSums(t, n.Path("ckpt.2")), all2)
+	}
 
 	// A corrupt byte in node 2's file fails ckpt.2 for the whole job.
 	corruptByte(t, filepath.Join(prefix, "ckpt.2", "rank_2", "state.bin"), 777)
@@ -636,7 +641,7 @@ func TestFlushFetchCluster(t *testing.T) {
 	c.Nodes[0].WaitLog(time.Second, "fetch failed, recorded in the index", "dataset=ckpt.2", "failed_node=2")
 	c.WaitCompleted(time.Second, "ckpt.1")
 	for i, n := range c.Nodes {
-		sameSums(t, fmt.Sprintf("ckpt.1 fetched on node %d", i), treeSums(t, n.Path("ckpt.1")), sums1[i])
+		sameSums(t, fmt.Sprintf("ckpt.1 fetched on node %d", i), withoutMeta(treeSums(t, n.CacheDir("ckpt.1"))), sums1[i])
 		if _, err := os.Stat(n.Path("ckpt.2")); !os.IsNotExist(err) {
 			t.Fatalf("node %d shows the failed ckpt.2: %v", i, err)
 		}
