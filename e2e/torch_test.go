@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// torchPython returns a python3 that imports torch, or skips the test.
+func torchPython(t *testing.T) string {
+	t.Helper()
+	for _, py := range []string{"python3", "/usr/bin/python3"} {
+		if exec.Command(py, "-c", "import torch").Run() == nil {
+			return py
+		}
+	}
+	t.Skip("no python3 that imports torch (Debian's python3-torch; .ci/run installs it)")
+	return ""
+}
+
+// torchRanks runs testdata/torch_ckpt.py phase as world ranks at once,
+// rank r in directory dirs[r], and fails unless every rank says ok.
+func torchRanks(t *testing.T, py, phase string, dirs []string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	out := make([]string, len(dirs))
+	errs := make([]error, len(dirs))
+	for r, dir := range dirs {
+		wg.Go(func() {
+			cmd := exec.CommandContext(ctx, py, "testdata/torch_ckpt.py", phase, strconv.Itoa(r), strconv.Itoa(len(dirs)), port, dir)
+			b, err := cmd.CombinedOutput()
+			out[r], errs[r] = string(b), err
+		})
+	}
+	wg.Wait()
+	for r := range dirs {
+		if errs[r] != nil || !strings.HasSuffix(strings.TrimSpace(out[r]), "ok") {
+			t.Fatalf("%s, rank %d of %d in %s: %v\n%s", phase, r, len(dirs), dirs[r], errs[r], out[r])
+		}
+	}
+}
+
+// TestPyTorchCheckpoints: Debian's torch saves a distributed checkpoint
+// (DCP) from 4 ranks, each through its own node's mount (rank 0 alone
+// creates the directory and writes .metadata, which completes it), and
+// loads it back on 4 ranks and resharded on 2, each from its own mount;
+// plain torch.save from 4 ranks is loaded whole by every rank.
+func TestPyTorchCheckpoints(t *testing.T) {
+	py := torchPython(t)
+	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:.metadata,marker:COMPLETE",
+		"SCRFS_METRICS_LISTEN=127.0.0.1:0").Start()
+	mounts := func(name string, nodes ...int) []string {
+		var out []string
+		for _, i := range nodes {
+			out = append(out, c.Nodes[i].Path(name))
+		}
+		return out
+	}
+	torchRanks(t, py, "dcp-save", mounts("dcp_200", 0, 1, 2, 3))
+	c.WaitState(60*time.Second, "dcp_200", "protected")
+	for i, n := range c.Nodes {
+		if _, err := os.Stat(n.Path("dcp_200", ".metadata")); err != nil {
+			t.Fatalf("node %d does not show the checkpoint's .metadata: %v", i, err)
+		}
+	}
+	torchRanks(t, py, "dcp-load", mounts("dcp_200", 0, 1, 2, 3))
+	for i, n := range c.Nodes[1:] {
+		// Every rank read node 0's .metadata, and the replicated tensor
+		// one rank wrote.
+		if got := metric(t, n, "scrfs_namespace_received_bytes_total"); got == 0 {
+			t.Errorf("node %d loaded the checkpoint without reading another node's file", i+1)
+		}
+	}
+	before := metric(t, c.Nodes[3], "scrfs_namespace_received_bytes_total")
+	torchRanks(t, py, "dcp-load", mounts("dcp_200", 2, 3))
+	if metric(t, c.Nodes[3], "scrfs_namespace_received_bytes_total") == before {
+		t.Errorf("node 3 loaded half of a 4-rank sharded tensor without reading another rank's shard")
+	}
+
+	must(t, os.Mkdir(c.Nodes[0].Path("ts_100"), 0o755))
+	for i, n := range c.Nodes {
+		waitFor(t, 30*time.Second, fmt.Sprintf("node %d sees ts_100", i), func() bool {
+			_, err := os.Stat(n.Path("ts_100"))
+			return err == nil
+		})
+	}
+	torchRanks(t, py, "save", mounts("ts_100", 0, 1, 2, 3))
+	must(t, os.WriteFile(c.Nodes[0].Path("ts_100", "COMPLETE"), nil, 0o644))
+	c.WaitState(60*time.Second, "ts_100", "protected")
+	torchRanks(t, py, "load", mounts("ts_100", 0, 1, 2, 3))
+}
