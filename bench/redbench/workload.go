@@ -103,8 +103,10 @@ func (p *payload) writeAll(mounts []string, ds string, size int64) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A dataset directory made on one node appears on every
+			// node, so every node makes it as ranks do: if missing.
 			dir := filepath.Join(mnt, ds)
-			if err := os.Mkdir(dir, 0o755); err != nil {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				errs[q] = err
 				return
 			}
