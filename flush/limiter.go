@@ -46,14 +46,6 @@ func newLimiter(bytesPerSec int64, now func() time.Time, sleep func(context.Cont
 	return l
 }
 
-// Rate returns the limit in bytes per second, 0 for unlimited.
-func (l *Limiter) Rate() int64 {
-	if l == nil {
-		return 0
-	}
-	return int64(l.rate)
-}
-
 // Wait blocks until n more bytes may be transferred, or ctx is done. It
 // returns how long it waited (for metrics) and ctx's error if it gave up.
 // Tokens of a wait that was cut short stay spent: the caller is stopping

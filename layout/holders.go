@@ -41,19 +41,12 @@ func (s Scheme) String() string {
 	return s.Kind
 }
 
-// CheckScheme reports whether scheme s can run on redundancy sets of setSize
-// members. SINGLE runs on any set; XOR needs at least 2 members; PARTNER needs
+// CheckScheme reports whether s can run on every set of the layout: lower
+// bounds against the smallest set, RS's p + k <= 256 against the largest.
+// SINGLE runs on any set; XOR needs at least 2 members; PARTNER needs
 // 1 <= replicas <= p-1; RS needs 1 <= parity < p and p + parity <= 256. The
 // error wraps ErrScheme and says what is allowed, e.g. "redundancy.parity = 4
 // needs sets of at least 5 nodes (1 <= k < p); the smallest set has 4".
-// When sets differ in size, check the smallest and the largest, or use
-// Layout.CheckScheme.
-func CheckScheme(s Scheme, setSize int) error {
-	return checkScheme(s, setSize, setSize)
-}
-
-// CheckScheme reports whether s can run on every set of the layout: lower
-// bounds against the smallest set, RS's p + k <= 256 against the largest.
 func (l *Layout) CheckScheme(s Scheme) error {
 	return checkScheme(s, l.MinSetSize(), l.MaxSetSize())
 }

@@ -152,7 +152,7 @@ func TestCheckScheme(t *testing.T) {
 		{Scheme{Kind: KindXOR}, 0, "the smallest set has 0"},
 	}
 	for _, tt := range tests {
-		err := CheckScheme(tt.s, tt.setSize)
+		err := checkScheme(tt.s, tt.setSize, tt.setSize)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("CheckScheme(%v, %d): %v", tt.s, tt.setSize, err)
@@ -172,7 +172,7 @@ func TestLayoutCheckScheme(t *testing.T) {
 	if l.MinSetSize() != 255 || l.MaxSetSize() != 256 {
 		t.Fatalf("set sizes %d..%d", l.MinSetSize(), l.MaxSetSize())
 	}
-	if err := CheckScheme(Scheme{Kind: KindRS, Parity: 1}, l.MinSetSize()); err != nil {
+	if err := checkScheme(Scheme{Kind: KindRS, Parity: 1}, l.MinSetSize(), l.MinSetSize()); err != nil {
 		t.Fatalf("smallest set alone: %v", err)
 	}
 	if err := l.CheckScheme(Scheme{Kind: KindRS, Parity: 1}); err == nil || !strings.Contains(err.Error(), "the largest set has 256") {

@@ -104,7 +104,12 @@ func TestStreamLowWaterMark(t *testing.T) {
 	}
 	defer out.Close()
 	sizes := []int{lowatMax + 123457, 17, lowatMin + 1, 3, 3*lowatMax + 5, lowatMin - 1, lowatMax, 1}
+	// The sender must have read the last answer before the test's cleanup
+	// closes the nodes under it.
+	sent := make(chan struct{})
+	defer func() { <-sent }()
 	go func() {
+		defer close(sent)
 		for i, n := range sizes {
 			b := make([]byte, n)
 			pattern(b, uint64(i))
