@@ -31,6 +31,7 @@ func TestImportRules(t *testing.T) {
 		"namespace":  {"fs", "peer", "flush", "daemon", "completion", "redundancy", "transfer"},
 		"record":     {"cache", "fs", "peer", "flush", "daemon", "jobnet", "completion", "redundancy", "transfer"},
 		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
+		"fs":         {"peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "flush", "daemon"},
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)

@@ -10,7 +10,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/namespace"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -18,8 +18,8 @@ import (
 // wrote (from the dataset's record), and a local, verified copy of any file
 // another node holds. *namespace.Namespace implements it.
 type Namespace interface {
-	View(dataset string) *namespace.View
-	Materialize(ctx context.Context, dataset string, e *namespace.Entry) (string, error)
+	View(dataset string) *record.View
+	Materialize(ctx context.Context, dataset string, e *record.Entry) (string, error)
 }
 
 // UseNamespace makes every complete, recorded dataset show what every node
@@ -41,7 +41,7 @@ type remoteNode struct {
 
 // view returns the job-wide view of dataset d, or nil while d is being
 // written or not yet recorded (only this node's files are shown then).
-func (f *FS) view(d *cache.Dataset) *namespace.View {
+func (f *FS) view(d *cache.Dataset) *record.View {
 	if f.ns == nil || d.Writable() {
 		return nil
 	}
@@ -105,7 +105,7 @@ func (f *FS) withRemote(local gofs.DirStream, d *cache.Dataset, rel string) (gof
 }
 
 // entry returns the node's current entry in its dataset's view.
-func (n *remoteNode) entry() (*namespace.Entry, syscall.Errno) {
+func (n *remoteNode) entry() (*record.Entry, syscall.Errno) {
 	v := n.fsys.view(n.ds)
 	if v == nil {
 		return nil, syscall.ENOENT
@@ -218,7 +218,7 @@ func (n *remoteNode) Unlink(ctx context.Context, name string) syscall.Errno { re
 func (n *remoteNode) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EROFS }
 
 // fillRemote fills out with the attributes of e as its writer left them.
-func fillRemote(e *namespace.Entry, out *fuse.Attr) {
+func fillRemote(e *record.Entry, out *fuse.Attr) {
 	m := e.Meta
 	out.Mode = typeBits(m.Type) | m.Mode&0o7777
 	out.Nlink = 1

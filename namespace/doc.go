@@ -2,7 +2,7 @@
 // union of the trees every member wrote, as the dataset's record lists
 // them, with each file read from the node that holds it.
 //
-// A View of a recorded dataset answers lookups and listings from the
+// A view of a recorded dataset (record.View) answers lookups and listings from the
 // record alone — no network round trip — with every entry's size, mode,
 // owner and times as written. A path several members wrote follows one
 // rule: a node sees its own copy; a node without one sees the copy of the

@@ -57,7 +57,7 @@ type Namespace struct {
 
 	mu      sync.Mutex
 	ids     []string           // every node's identity, by index, as the job last took stock
-	views   map[string]*View   // by dataset
+	views   map[string]*record.View   // by dataset
 	flights map[string]*flight // transfers under way, by read cache path
 }
 
@@ -73,7 +73,7 @@ func New(o Options) (*Namespace, error) {
 	}
 	n := &Namespace{
 		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
-		rc: newReadCache(dir, o.ReadCache), views: map[string]*View{}, flights: map[string]*flight{},
+		rc: newReadCache(dir, o.ReadCache), views: map[string]*record.View{}, flights: map[string]*flight{},
 	}
 	n.metrics = newMetrics(o.Registerer, n)
 	jobnet.Handle(o.Mux, "ns-read", n.handleRead)
@@ -85,7 +85,7 @@ func (n *Namespace) Close() { n.g.Stop() }
 
 // View returns the view of dataset name, or nil when this node holds no
 // recorded copy of it (it is being written, or not here at all).
-func (n *Namespace) View(name string) *View {
+func (n *Namespace) View(name string) *record.View {
 	ds := n.o.Store.Get(name)
 	if ds == nil {
 		return nil
@@ -105,7 +105,7 @@ func (n *Namespace) View(name string) *View {
 		n.log.Warn("dataset record unreadable: only this node's files are shown", "dataset", name, "err", err)
 		return nil
 	}
-	v = NewView(rec, n.o.Store.NodeID())
+	v = record.NewView(rec, n.o.Store.NodeID())
 	n.mu.Lock()
 	if old := n.views[name]; old == nil || rec.Newer(&record.Record{Seq: old.Seq, Rev: old.Rev}) {
 		n.views[name] = v
@@ -125,7 +125,7 @@ func (n *Namespace) SetMembers(ids []string) {
 // holder returns the index of the node that holds e's share: the node of
 // its holder's identity, else (the job has not taken stock since) the node
 // that wrote it.
-func (n *Namespace) holder(e *Entry) int {
+func (n *Namespace) holder(e *record.Entry) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if i := slices.Index(n.ids, e.Holder); i >= 0 {

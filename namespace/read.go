@@ -65,7 +65,7 @@ type flight struct {
 // Materialize returns the path of a complete, verified copy of entry e of
 // dataset, on this node: the file itself when this node holds it, else a
 // copy in the read cache, fetched now (once for every concurrent reader).
-func (n *Namespace) Materialize(ctx context.Context, dataset string, e *Entry) (string, error) {
+func (n *Namespace) Materialize(ctx context.Context, dataset string, e *record.Entry) (string, error) {
 	p := e.Path
 	if e.Meta.Type == schemes.HardLink {
 		p = e.Meta.Target // the bytes are the earlier path's
@@ -118,7 +118,7 @@ func (n *Namespace) Materialize(ctx context.Context, dataset string, e *Entry) (
 // holder is unreachable or does not hold the share (it may be restarting,
 // or being rebuilt), a PARTNER dataset's file comes from a partner's copy;
 // otherwise the fetch retries, at most MemberTimeout.
-func (n *Namespace) fetch(ctx context.Context, dataset string, e *Entry, p, dst string) error {
+func (n *Namespace) fetch(ctx context.Context, dataset string, e *record.Entry, p, dst string) error {
 	deadline := time.Now().Add(n.o.MemberTimeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -176,7 +176,7 @@ func (n *Namespace) up(ctx context.Context, node int) bool {
 
 // copies returns the nodes that keep a copy of e's member's files: its
 // partners, when the dataset is protected by PARTNER.
-func (n *Namespace) copies(dataset string, e *Entry) []int {
+func (n *Namespace) copies(dataset string, e *record.Entry) []int {
 	ds := n.o.Store.Get(dataset)
 	if ds == nil {
 		return nil
@@ -192,13 +192,13 @@ func (n *Namespace) copies(dataset string, e *Entry) []int {
 	set := rec.Set(src.Set)
 	var out []int
 	for _, r := range layout.PartnerHolders(len(set), src.Rank, rec.Scheme.Replicas) {
-		out = append(out, n.holder(&Entry{Node: set[r].Node, Holder: set[r].HeldBy()}))
+		out = append(out, n.holder(&record.Entry{Node: set[r].Node, Holder: set[r].HeldBy()}))
 	}
 	return out
 }
 
 // fetchOnce asks node for the file req names and receives it into dst.
-func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *Entry, req readReq, node int, dst string) error {
+func (n *Namespace) fetchOnce(ctx context.Context, dataset string, e *record.Entry, req readReq, node int, dst string) error {
 	p := req.Path
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err

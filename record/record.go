@@ -9,7 +9,10 @@
 // later job), what each wrote, and where each share lives now.
 //
 // The package is data only: encoding, the checks that make a record read
-// from disk or from a peer safe to act on, and small queries.
+// from disk or from a peer safe to act on, small queries, and the View of
+// a dataset as one node's mount shows it (the union of the members' trees,
+// built from the record alone, so fs answers lookups and listings without
+// importing the protocols).
 package record
 
 import (

@@ -1,11 +1,10 @@
-package namespace
+package record
 
 import (
 	"path"
 	"slices"
 	"strings"
 
-	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -27,7 +26,8 @@ type Entry struct {
 	Writers int
 }
 
-// View is a recorded dataset as one node sees it. It is read-only once
+// View is a recorded dataset as one node sees it: the union of the
+// members' trees, answered from the record alone. It is read-only once
 // built and safe for concurrent use.
 type View struct {
 	Dataset  string
@@ -39,15 +39,15 @@ type View struct {
 }
 
 // NewView builds the view of rec for the node whose identity is self.
-func NewView(rec *record.Record, self string) *View {
+func NewView(rec *Record, self string) *View {
 	v := &View{Dataset: rec.Dataset, Seq: rec.Seq, Rev: rec.Rev, entries: map[string]*Entry{},
 		children: map[string][]string{}}
 	// Own share first, then by node index: the first copy of a path wins.
-	members := make([]*record.Member, 0, len(rec.Members))
+	members := make([]*Member, 0, len(rec.Members))
 	for i := range rec.Members {
 		members = append(members, &rec.Members[i])
 	}
-	slices.SortStableFunc(members, func(a, b *record.Member) int {
+	slices.SortStableFunc(members, func(a, b *Member) int {
 		switch {
 		case a.HeldBy() == self:
 			return -1
