@@ -56,9 +56,9 @@ type Namespace struct {
 	metrics *metrics
 
 	mu      sync.Mutex
-	ids     []string           // every node's identity, by index, as the job last took stock
-	views   map[string]*record.View   // by dataset
-	flights map[string]*flight // transfers under way, by read cache path
+	ids     []string                // every node's identity, by index, as the job last took stock
+	views   map[string]*record.View // by dataset
+	flights map[string]*flight      // transfers under way, by read cache path
 }
 
 // New returns this node's Namespace and registers its request. The read
