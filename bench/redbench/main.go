@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
+	"github.com/scrfs/scrfs/bench/internal/netbound"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -80,8 +81,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == netNodeArg {
-		os.Exit(netNodeMain(os.Args[2:], os.Stdin, os.Stdout))
+	if len(os.Args) > 1 && os.Args[1] == netbound.NodeArg {
+		os.Exit(netbound.NodeMain(os.Args[2:], os.Stdin, os.Stdout))
 	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -121,7 +122,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find own executable for the node processes: %w", err)
 	}
-	b := &bench{o: o, work: work, disk: disk, pay: newPayload(o.nodes), net: &netBench{}, procs: procBench{self: self}, status: stderr}
+	b := &bench{o: o, work: work, disk: disk, pay: newPayload(o.nodes), net: &netbound.InProc{}, procs: netbound.Procs{Self: self}, status: stderr}
 	if o.verbose {
 		b.echo = stderr
 	}
@@ -150,9 +151,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	one := make(traffic, 2)
-	one[0], one[1] = []int64{0, o.size}, []int64{0, 0}
-	stream, err := measureBound(ctx, b.procs, one, nil, o.rounds)
+	stream, err := netbound.Measure(ctx, b.procs, netbound.Stream(o.size), nil, o.rounds)
 	if err != nil {
 		return err
 	}
@@ -176,7 +175,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	report(stdout, o, schemes, sizes, enc, job.Median(walls(stream)), results)
+	report(stdout, o, schemes, sizes, enc, job.Median(netbound.Walls(stream)), results)
 	if len(failed) > 0 {
 		return fmt.Errorf("%d measurement(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
+	"github.com/scrfs/scrfs/bench/internal/netbound"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -69,9 +70,9 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 	for _, sch := range schemes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t", sch, sch.formula(), schemeTraffic(sch, o.nodes, full).pattern())
 		for _, r := range results[sch.String()] {
-			d := job.Median(walls(r.bound))
+			d := job.Median(netbound.Walls(r.bound))
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtBytes(r.traffic.total()), fmtDur(d), fmtRate(r.traffic.total(), d),
-				fmtDur(job.Median(walls(r.bound1))), fmtDur(job.Median(walls(r.boundIO))))
+				fmtDur(job.Median(netbound.Walls(r.bound1))), fmtDur(job.Median(netbound.Walls(r.boundIO))))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -87,7 +88,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			continue
 		}
 		r := res[len(res)-1]
-		netRate := float64(r.traffic.total()) / job.Median(walls(r.bound)).Seconds()
+		netRate := float64(r.traffic.total()) / job.Median(netbound.Walls(r.bound)).Seconds()
 		fmt.Fprintf(w, "    %-13s one core encodes %.1f× faster than the whole set's network bound moves its bytes (%s/s)\n",
 			sch, rate/netRate, fmtBytes(int64(netRate)))
 	}
@@ -106,7 +107,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 				fmt.Fprintf(tw, "failed\t\t\t\t\t\t\t\n")
 				continue
 			}
-			a, c := job.Median(walls(r.bound)), job.Median(walls(r.boundIO))
+			a, c := job.Median(netbound.Walls(r.bound)), job.Median(netbound.Walls(r.boundIO))
 			ratio := job.Median(r.ttp).Seconds() / a.Seconds()
 			fmt.Fprintf(tw, "%s\t%s\t%.2f\t≤ %.2f\t%s\t%s\t%.2f\t\n", fmtSpread(r.ttp), fmtDur(a), ratio, target, verdict(ratio, target),
 				fmtDur(c), job.Median(r.ttp).Seconds()/c.Seconds())
@@ -132,7 +133,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 				cpu, flt = append(cpu, u.CPU), append(flt, u.Faults)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", sch, fmtBytes(r.size), fmtDur(enc), fmtDur(job.Median(r.ttp)-enc),
-				fmtDur(job.Median(cpu)), fmtDur(job.Median(cpus(r.bound))), fmtDur(job.Median(cpus(r.boundIO))), job.Median(flt), job.Median(faults(r.boundIO)),
+				fmtDur(job.Median(cpu)), fmtDur(job.Median(netbound.CPUs(r.bound))), fmtDur(job.Median(netbound.CPUs(r.boundIO))), job.Median(flt), job.Median(netbound.Faults(r.boundIO)),
 				fmtBytes(int64(r.sent)), fmtBytes(r.traffic.maxSent()), fmtRate(r.size*int64(o.nodes), job.Median(r.write)))
 		}
 	}
@@ -153,7 +154,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 				cpu = append(cpu, u.CPU)
 			}
 			gib := float64(r.size) * float64(o.nodes) / (1 << 30)
-			d, c := job.Median(cpu).Seconds()/gib, job.Median(cpus(r.boundIO)).Seconds()/gib
+			d, c := job.Median(cpu).Seconds()/gib, job.Median(netbound.CPUs(r.boundIO)).Seconds()/gib
 			fmt.Fprintf(tw, "%s\t%s\t%.2f s/GiB\t≤ %.2f\t%s\t%.2f s/GiB\t%.2f\t%.2f s/GiB\t\n", sch, fmtBytes(r.size), d,
 				targetCPU[sch.kind], verdict(d, targetCPU[sch.kind]), c, d/c, job.Median(r.writeCPU).Seconds()/gib)
 		}
