@@ -146,7 +146,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		sizes = []int64{o.small, o.size}
 	}
 
-	b.progress("(b) in-process encode of %d × %s, one core", o.nodes, fmtBytes(o.size))
+	b.progress("(b) in-process encode of %d × %s, one core", o.nodes, job.FormatBytes(o.size))
 	enc, err := measureEncode(o.nodes, o.parity, int64(o.nodes)*o.size, o.rounds)
 	if err != nil {
 		return err
@@ -163,7 +163,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			res := b.runSize(ctx, sch, size, size == o.size)
 			results[sch.String()] = append(results[sch.String()], res)
 			if res.err != nil {
-				failed = append(failed, fmt.Sprintf("%s at %s: %v", sch, fmtBytes(size), res.err))
+				failed = append(failed, fmt.Sprintf("%s at %s: %v", sch, job.FormatBytes(size), res.err))
 			}
 			for _, rr := range res.rebuilds {
 				if rr.err != nil {

@@ -142,14 +142,6 @@ func readByte(t *testing.T, path string, off int64) byte {
 	return b[0]
 }
 
-func TestFmtBytes(t *testing.T) {
-	for n, want := range map[int64]string{1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 256 << 20: "256 MiB", 1536: "1.5 KiB", 12: "12 B"} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // TestReadsStores: a member reads its whole logical file (plus at most the
 // padding of its last chunk) and stores what docs/formats-redundancy.md
 // lists as its segments.

@@ -146,7 +146,7 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 			res.writeCPU = append(res.writeCPU, u0.CPU-w0.CPU+self1-self0)
 		}
 		b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
-			sch, fmtBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.CPU-u0.CPU), u1.Faults-u0.Faults)
+			sch, job.FormatBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.CPU-u0.CPU), u1.Faults-u0.Faults)
 		last = name
 	}
 	for _, n := range c.Nodes {
@@ -198,7 +198,7 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 		return err
 	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
-		sch, fmtBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), fmtBytes(res.traffic.total()),
+		sch, job.FormatBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), job.FormatBytes(res.traffic.total()),
 		fmtDur(job.Median(netbound.Walls(res.bound1))), fmtDur(job.Median(netbound.Walls(res.boundIO))))
 	return nil
 }
@@ -305,7 +305,7 @@ func (b *bench) rebuild(ctx context.Context, c *job.Cluster, sch scheme, ds stri
 		seen := strings.Join(slices.Compact(ops), " ")
 		rr.ops = append(rr.ops, seen)
 		b.progress("%-13s B=%-8s rebuild of node(s) %v: %s (lost ranks %s), %s from start; sha256 ok",
-			sch, fmtBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
+			sch, job.FormatBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
 	}
 	return rr
 }
