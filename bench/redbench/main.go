@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/bench/internal/netbound"
@@ -48,13 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.disk, "disk", "/tmp", "directory on disk for the prefix of -fetch")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
-	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
-		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
-			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
-		}
-		o.settings = append(o.settings, v)
-		return nil
-	})
+	job.SettingsFlag(fs, &o.settings)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -84,21 +75,7 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == netbound.NodeArg {
 		os.Exit(netbound.NodeMain(os.Args[2:], os.Stdin, os.Stdout))
 	}
-	o, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "redbench:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "redbench:", err)
-		stop()
-		os.Exit(1)
-	}
+	job.Main("redbench", parseFlags, run)
 }
 
 // run measures every scheme and prints the report to stdout; progress goes

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Local is what an encode does to each node's cache besides the network:
@@ -15,20 +16,29 @@ import (
 type Local struct {
 	dir         string
 	Src, Dst    []string // per node: the checkpoint, the redundancy file
-	read, wrote int64    // per node
+	read, wrote []int64  // per node
 }
 
 // NewLocal writes (untimed) a checkpoint file of read bytes for each of
-// nodes nodes under dir, from buf.
+// nodes nodes under dir, from buf; each node writes wrote bytes.
 func NewLocal(dir string, nodes int, read, wrote int64, buf []byte) (*Local, error) {
+	return NewLocalEach(dir, slices.Repeat([]int64{read}, nodes), slices.Repeat([]int64{wrote}, nodes), buf)
+}
+
+// NewLocalEach is NewLocal with every node's own byte counts: node q
+// reads read[q] bytes of its file and writes wrote[q] into a new one.
+func NewLocalEach(dir string, read, wrote []int64, buf []byte) (*Local, error) {
+	if len(read) != len(wrote) {
+		return nil, fmt.Errorf("local I/O of %d readers and %d writers", len(read), len(wrote))
+	}
 	l := &Local{dir: dir, read: read, wrote: wrote}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	for q := range nodes {
+	for q := range read {
 		l.Src = append(l.Src, filepath.Join(dir, fmt.Sprintf("node%d.ckpt", q)))
 		l.Dst = append(l.Dst, filepath.Join(dir, fmt.Sprintf("node%d.redset", q)))
-		if err := WriteN(l.Src[q], read, buf, false); err != nil {
+		if err := WriteN(l.Src[q], read[q], buf, false); err != nil {
 			l.Close()
 			return nil, err
 		}
@@ -41,8 +51,8 @@ func (l *Local) jobs() []func(buf []byte) error {
 	var out []func([]byte) error
 	for q := range l.Src {
 		out = append(out,
-			func(buf []byte) error { return ReadN(l.Src[q], l.read, buf) },
-			func(buf []byte) error { return WriteN(l.Dst[q], l.wrote, buf, true) })
+			func(buf []byte) error { return ReadN(l.Src[q], l.read[q], buf) },
+			func(buf []byte) error { return WriteN(l.Dst[q], l.wrote[q], buf, true) })
 	}
 	return out
 }

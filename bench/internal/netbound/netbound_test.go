@@ -108,6 +108,32 @@ func TestProcs(t *testing.T) {
 	}
 }
 
+// TestLocalEach: one stream with the sender reading its file and the
+// receiver writing a new one, as a fetch into a read cache does.
+func TestLocalEach(t *testing.T) {
+	needAddrs(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nb InProc
+	const n = 2*IOSize + 3
+	lio, err := NewLocalEach(filepath.Join(t.TempDir(), "lio"), []int64{n, 0}, []int64{0, n}, nb.Buffers(1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lio.Close()
+	if st, err := os.Stat(lio.Src[1]); err != nil || st.Size() != 0 {
+		t.Fatalf("receiver's file to read: %v, %v", st, err)
+	}
+	if _, err := (Procs{Self: self}).Run(context.Background(), Stream(n), lio); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewLocalEach(t.TempDir(), []int64{1}, nil, nb.Buffers(1)[0]); err == nil {
+		t.Fatal("readers and writers of different counts accepted")
+	}
+}
+
 func TestStream(t *testing.T) {
 	tr := Stream(42)
 	if len(tr) != 2 || tr[0][1] != 42 || tr[0][0]+tr[1][0]+tr[1][1] != 0 {

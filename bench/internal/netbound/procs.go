@@ -76,8 +76,8 @@ func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err e
 			spec.recv = append(spec.recv, t[src][q])
 		}
 		if lio != nil {
-			spec.readPath, spec.readN = lio.Src[q], lio.read
-			spec.writePath, spec.writeN = lio.Dst[q], lio.wrote
+			spec.readPath, spec.readN = lio.Src[q], lio.read[q]
+			spec.writePath, spec.writeN = lio.Dst[q], lio.wrote[q]
 		}
 		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.Self, spec.args()...)}
 		np.cmd.Stderr = &np.stderr
