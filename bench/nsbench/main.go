@@ -84,7 +84,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fileSize := fs.String("file-size", "4KiB", "bytes per listed file")
 	scale := fs.String("scale", "4,8,16,32", "job sizes of the control-plane measurement")
 	fs.IntVar(&o.scaleDatasets, "scale-datasets", 5, "measured datasets per job size (after one warm-up)")
-	fs.StringVar(&o.scheme, "scheme", "xor", "redundancy scheme of every job (single, partner, xor, rs)")
+	fs.StringVar(&o.scheme, "scheme", "xor", "redundancy scheme of every job (partner, xor, rs: each measurement waits for \"dataset protected\", which single never logs)")
 	only := fs.String("only", strings.Join(measurements, ","), "measurements to run")
 	fs.StringVar(&o.python, "python", "/usr/bin/python3", "a python3 that imports torch (Debian's python3-torch), for -only torch")
 	fs.StringVar(&o.torchScript, "torch-script", "e2e/testdata/torch_ckpt.py", "the DCP save/load script the e2e tests run")
@@ -127,8 +127,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-scale %d: want 2 to 200 daemons", n)
 		}
 	}
-	if !slices.Contains([]string{"single", "partner", "xor", "rs"}, o.scheme) {
-		return o, fmt.Errorf("-scheme %q: want single, partner, xor or rs", o.scheme)
+	if !slices.Contains([]string{"partner", "xor", "rs"}, o.scheme) {
+		return o, fmt.Errorf("-scheme %q: want partner, xor or rs", o.scheme)
 	}
 	for _, m := range strings.Split(*only, ",") {
 		m = strings.TrimSpace(m)

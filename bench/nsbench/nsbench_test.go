@@ -24,7 +24,7 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("parseFlags: %+v, %v", o, err)
 	}
 	for _, bad := range [][]string{{"-nodes", "2"}, {"-only", "remote,nosuch"}, {"-scale", "4,x"}, {"-scale", "1"},
-		{"-size", "0"}, {"-shard", "1"}, {"-scheme", "raid6"}, {"-rounds", "0"}, {"-set", "LOG=1"}, {"extra"}} {
+		{"-size", "0"}, {"-shard", "1"}, {"-scheme", "raid6"}, {"-scheme", "single"}, {"-rounds", "0"}, {"-set", "LOG=1"}, {"extra"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
