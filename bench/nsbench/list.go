@@ -54,7 +54,7 @@ func (b *bench) list(ctx context.Context, c *job.Cluster) (*listResult, error) {
 	nodes := len(c.Nodes)
 	for r := 0; r <= b.o.rounds; r++ {
 		w := c.Nodes[r%nodes]
-		o := c.Nodes[(r+1)%nodes]
+		other := c.Nodes[(r+1)%nodes]
 		ds := fmt.Sprintf("list.%d", r)
 		t0 := time.Now()
 		if err := b.write(filepath.Join(w.Mount, ds), files, "COMPLETE"); err != nil {
@@ -64,7 +64,7 @@ func (b *bench) list(ctx context.Context, c *job.Cluster) (*listResult, error) {
 		if err := settled(ctx, c, ds); err != nil {
 			return res, err
 		}
-		st, err := os.Stat(filepath.Join(o.CacheDir(jobID), ds, ".scrfs", record.File))
+		st, err := os.Stat(filepath.Join(other.CacheDir(jobID), ds, ".scrfs", record.File))
 		if err != nil {
 			return res, err
 		}
@@ -74,9 +74,9 @@ func (b *bench) list(ctx context.Context, c *job.Cluster) (*listResult, error) {
 		if err := dropDentries(); err != nil {
 			res.coldWhy = err.Error()
 		}
-		order := []*job.Node{w, o}
+		order := []*job.Node{w, other}
 		if r%2 == 1 {
-			order = []*job.Node{o, w}
+			order = []*job.Node{other, w}
 		}
 		for _, state := range listStates {
 			if state == "cold" {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -127,8 +128,12 @@ func timedRead(path string, want int64, buf []byte) (total, open time.Duration, 
 	for {
 		k, err := f.Read(buf)
 		n += int64(k)
-		if err != nil || k == 0 {
+		if err == io.EOF {
 			break
+		}
+		if err != nil {
+			f.Close()
+			return 0, 0, fmt.Errorf("read %s: %w", path, err)
 		}
 	}
 	if err := f.Close(); err != nil {
