@@ -8,7 +8,16 @@ import (
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/peer"
+	"github.com/scrfs/scrfs/record"
 )
+
+// maxFrame is the largest peer message: a dataset's record (and a node's
+// share of it, its file list) travels in one, and the store accepts
+// records up to record.MaxBytes; the rest is room for the envelope. With
+// peer's default (16 MiB) a dataset of more than about 125,000 files (or
+// fewer with long paths) completed on one node and was never recorded on
+// the others.
+const maxFrame = record.MaxBytes + 1<<20
 
 // startPeers starts this node's peer endpoint in a job of several nodes and
 // keeps links up to the members of its redundancy set.
@@ -31,6 +40,7 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 		DialTimeout: c.ConnectTimeout.Duration,
 		IOTimeout:   c.IOTimeout.Duration,
 		Heartbeat:   c.Heartbeat.Duration,
+		MaxFrame:    maxFrame,
 		Handlers:    jobnet.PeerHandlers(d.mux, d.mux.Kinds()),
 		Logger:      d.log,
 		Registerer:  d.reg,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/control"
+	"golang.org/x/sys/unix"
 )
 
 // Issue 12's reproductions: a protected checkpoint is never lost or
@@ -184,4 +185,47 @@ func TestRestartOnFewerNodesAndBack(t *testing.T) {
 func withoutMeta(sums map[string]string) map[string]string {
 	maps.DeleteFunc(sums, func(p string, _ string) bool { return strings.HasPrefix(p, ".scrfs") })
 	return sums
+}
+
+// TestLargeRecord: a dataset whose record is larger than the peer layer's
+// default message (16 MiB) — 5,000 files under a 3.5 KB directory path on
+// one node, about 3.7 KB of record each — is recorded on every node,
+// protected, and listed whole on the node that wrote none of it. Before
+// the daemons' peer messages carried a record as large as the store
+// accepts, node 0 could not send it ("frame too large") and the dataset
+// stayed unprotected everywhere.
+func TestLargeRecord(t *testing.T) {
+	c := NewCluster(t, 2, "SCRFS_REDUNDANCY_SCHEME=xor").Start()
+	must(t, os.Mkdir(c.Nodes[0].Path("big"), 0o755))
+	component := strings.Repeat("d", 250)
+	const levels, files = 14, 5000
+	deep := func(n *Node, mk bool) int {
+		dir := openDir(t, n.Path("big"))
+		for range levels {
+			if mk {
+				must(t, unix.Mkdirat(dir, component, 0o755))
+			}
+			next := openDirAt(t, dir, component)
+			unix.Close(dir)
+			dir = next
+		}
+		return dir
+	}
+	dir := deep(c.Nodes[0], true)
+	for i := range files {
+		fd, err := unix.Openat(dir, fmt.Sprintf("f%04d", i), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		must(t, err)
+		unix.Close(fd)
+	}
+	unix.Close(dir)
+	must(t, os.WriteFile(c.Nodes[0].Path("big", "COMPLETE"), nil, 0o644))
+	c.WaitState(2*time.Minute, "big", "protected")
+	if st, err := os.Stat(filepath.Join(c.Nodes[1].CacheDir("big"), ".scrfs", "record.json")); err != nil || st.Size() <= 16<<20 {
+		t.Fatalf("node 1's record: %v, %v; want more than 16 MiB (else this test does not exceed a default peer message)", st, err)
+	}
+	dir = deep(c.Nodes[1], false)
+	defer unix.Close(dir)
+	if names := namesAt(t, dir); len(names) != files {
+		t.Fatalf("node 1 lists %d files of node 0's %d", len(names), files)
+	}
 }

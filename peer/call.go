@@ -263,6 +263,7 @@ func (cc *clientConn) call(ctx context.Context, kind string, req []byte) (resp [
 		return nil, false, err
 	}
 	cc.pc.sent.Add(float64(w))
+	cc.l.n.met.request(kind, "sent")
 	select {
 	case r := <-ch:
 		return cc.result(r, kind)

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestCallRoundTrip(t *testing.T) {
@@ -43,6 +45,46 @@ func TestCallRoundTrip(t *testing.T) {
 	if got := metricValue(t, nodes[0].reg, "scrfs_peer_link_up", "1"); got != 1 {
 		t.Errorf("link_up{peer=1} = %v, want 1", got)
 	}
+	// Two requests left node 0 and reached node 1, one of each kind; a
+	// kind node 1 has no handler for is counted as unknown.
+	if _, err := nodes[0].Call(ctxTimeout(t, 10*time.Second), 1, "nosuch", nil); err == nil {
+		t.Fatal("call of a kind without a handler succeeded")
+	}
+	for _, c := range []struct {
+		n               int
+		kind, direction string
+		want            float64
+	}{{0, "echo", "sent", 1}, {0, "empty", "sent", 1}, {0, "nosuch", "sent", 1}, {1, "echo", "received", 1},
+		{1, "empty", "received", 1}, {1, "unknown", "received", 1}, {1, "nosuch", "received", 0}, {1, "echo", "sent", 0}} {
+		if got := requests(t, nodes[c.n].reg, c.kind, c.direction); got != c.want {
+			t.Errorf("node %d: scrfs_peer_requests_total{kind=%q,direction=%q} = %v, want %v", c.n, c.kind, c.direction, got, c.want)
+		}
+	}
+}
+
+// requests returns scrfs_peer_requests_total{kind, direction} of reg (0
+// when the series does not exist).
+func requests(t *testing.T, reg *prometheus.Registry, kind, direction string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "scrfs_peer_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["kind"] == kind && labels["direction"] == direction {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func TestCallConcurrent(t *testing.T) {

@@ -20,6 +20,7 @@ type metrics struct {
 	reconnects *prometheus.CounterVec
 	authFail   *prometheus.CounterVec
 	dropped    *prometheus.CounterVec
+	requests   *prometheus.CounterVec
 
 	mu sync.Mutex // protects peers
 	// peers caches each peer's counters, so hot paths (one Add per frame)
@@ -59,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "dropped_total",
 			Help: "Connections dropped for misbehaviour, by reason: garbage, oversize, timeout, busy, unclaimed.",
 		}, []string{"reason"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "requests_total",
+			Help: "Requests (calls) sent to other nodes and received from them, by kind and direction (sent, received); heartbeats and bulk stream messages are not requests.",
+		}, []string{"kind", "direction"}),
 		peers: make(map[int]*peerCounters),
 	}
 	if reg == nil {
@@ -83,7 +88,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.linkUp, m.sent, m.received, m.reconnects, m.authFail, m.dropped}
+	return []prometheus.Collector{m.linkUp, m.sent, m.received, m.reconnects, m.authFail, m.dropped, m.requests}
 }
 
 // unregister removes the collectors, so a registry can host a new Node after
@@ -108,6 +113,11 @@ func (m *metrics) peer(i int) *peerCounters {
 		m.peers[i] = pc
 	}
 	return pc
+}
+
+// request counts one request of kind sent to or received from a peer.
+func (m *metrics) request(kind, direction string) {
+	m.requests.WithLabelValues(kind, direction).Inc()
 }
 
 // Drop reasons for scrfs_peer_dropped_total.

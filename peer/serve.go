@@ -161,7 +161,12 @@ func (il *inLink) handle(ctx context.Context, id uint64, kind string, body []byt
 	}()
 
 	status, out := statusOK, []byte(nil)
-	if h := il.n.handler(kind); h == nil {
+	h := il.n.handler(kind)
+	if h == nil {
+		kind = "unknown" // what a peer sends adds no series
+	}
+	il.n.met.request(kind, "received")
+	if h == nil {
 		status = statusNoHandler
 	} else if resp, err := h(ctx, il.from, body); err != nil {
 		status, out = statusError, []byte(err.Error())

@@ -33,9 +33,10 @@ const Version = 1
 // the prefix's manifest directory of the dataset.
 const File = "record.json"
 
-// maxBytes bounds a record read from disk or received: ample for tens of
-// thousands of files, far below what could hurt a daemon.
-const maxBytes = 64 << 20
+// MaxBytes bounds a record read from disk or received: ample for hundreds
+// of thousands of files, far below what could hurt a daemon. The daemons'
+// peer messages must carry one this large (a node's share, the record).
+const MaxBytes = 64 << 20
 
 // Record is a completed dataset as the job agreed it.
 type Record struct {
@@ -167,7 +168,7 @@ var ErrBadRecord = errors.New("bad dataset record")
 // Decode parses a record read from disk or received from a peer and checks
 // it (see Check).
 func Decode(b []byte) (*Record, error) {
-	if len(b) > maxBytes {
+	if len(b) > MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes", ErrBadRecord, len(b))
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

@@ -111,7 +111,7 @@ func TestDecodeRejectsUnknownFieldsAndTrailingData(t *testing.T) {
 
 func TestLoadRefusesHugeFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), File)
-	if err := os.WriteFile(p, make([]byte, maxBytes+2), 0o600); err != nil {
+	if err := os.WriteFile(p, make([]byte, MaxBytes+2), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := LoadFile(p); !errors.Is(err, ErrBadRecord) {

@@ -17,7 +17,7 @@
 //     every pair of nodes (worked out from the algorithms in
 //     docs/formats-redundancy.md), pushed over loopback TCP by one plain
 //     process per node (this program, re-executed in a hidden "netnode"
-//     mode) with a sender and a receiver goroutine per direction of each
+//     mode: package bench/internal/netbound) with a sender and a receiver goroutine per direction of each
 //     pair, all at once, 1 MiB writes; the same in this one process, for
 //     reference; and (c), (a) while every node also reads its checkpoint from
 //     a file and writes its redundancy share to a new one in -dir: all the

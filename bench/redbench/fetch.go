@@ -83,7 +83,7 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 			fr.err = fmt.Errorf("cp -r: %w\n%s", err, out)
 			return fr
 		}
-		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s; cp -r %s", "fetch", fmtBytes(size), r+1,
+		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s; cp -r %s", "fetch", job.FormatBytes(size), r+1,
 			fmtDur(fr.spans[r]), fmtDur(fr.cps[r]))
 	}
 	return fr

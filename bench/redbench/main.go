@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
+	"github.com/scrfs/scrfs/bench/internal/netbound"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -47,13 +45,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.disk, "disk", "/tmp", "directory on disk for the prefix of -fetch")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
-	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
-		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
-			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
-		}
-		o.settings = append(o.settings, v)
-		return nil
-	})
+	job.SettingsFlag(fs, &o.settings)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -80,24 +72,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == netNodeArg {
-		os.Exit(netNodeMain(os.Args[2:], os.Stdin, os.Stdout))
+	if len(os.Args) > 1 && os.Args[1] == netbound.NodeArg {
+		os.Exit(netbound.NodeMain(os.Args[2:], os.Stdin, os.Stdout))
 	}
-	o, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "redbench:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "redbench:", err)
-		stop()
-		os.Exit(1)
-	}
+	job.Main("redbench", parseFlags, run)
 }
 
 // run measures every scheme and prints the report to stdout; progress goes
@@ -121,7 +99,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("find own executable for the node processes: %w", err)
 	}
-	b := &bench{o: o, work: work, disk: disk, pay: newPayload(o.nodes), net: &netBench{}, procs: procBench{self: self}, status: stderr}
+	b := &bench{o: o, work: work, disk: disk, pay: newPayload(o.nodes), net: &netbound.InProc{}, procs: netbound.Procs{Self: self}, status: stderr}
 	if o.verbose {
 		b.echo = stderr
 	}
@@ -145,14 +123,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		sizes = []int64{o.small, o.size}
 	}
 
-	b.progress("(b) in-process encode of %d × %s, one core", o.nodes, fmtBytes(o.size))
+	b.progress("(b) in-process encode of %d × %s, one core", o.nodes, job.FormatBytes(o.size))
 	enc, err := measureEncode(o.nodes, o.parity, int64(o.nodes)*o.size, o.rounds)
 	if err != nil {
 		return err
 	}
-	one := make(traffic, 2)
-	one[0], one[1] = []int64{0, o.size}, []int64{0, 0}
-	stream, err := measureBound(ctx, b.procs, one, nil, o.rounds)
+	stream, err := netbound.Measure(ctx, b.procs, netbound.Stream(o.size), nil, o.rounds)
 	if err != nil {
 		return err
 	}
@@ -164,7 +140,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			res := b.runSize(ctx, sch, size, size == o.size)
 			results[sch.String()] = append(results[sch.String()], res)
 			if res.err != nil {
-				failed = append(failed, fmt.Sprintf("%s at %s: %v", sch, fmtBytes(size), res.err))
+				failed = append(failed, fmt.Sprintf("%s at %s: %v", sch, job.FormatBytes(size), res.err))
 			}
 			for _, rr := range res.rebuilds {
 				if rr.err != nil {
@@ -176,7 +152,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	report(stdout, o, schemes, sizes, enc, job.Median(walls(stream)), results)
+	report(stdout, o, schemes, sizes, enc, job.Median(netbound.Walls(stream)), results)
 	if len(failed) > 0 {
 		return fmt.Errorf("%d measurement(s) failed:\n  %s", len(failed), strings.Join(failed, "\n  "))
 	}

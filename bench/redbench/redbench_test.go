@@ -1,24 +1,12 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
-
-// TestMain lets the test binary serve as a node process (netnode.go), as
-// the redbench binary does for itself.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == netNodeArg {
-		os.Exit(netNodeMain(os.Args[2:], os.Stdin, os.Stdout))
-	}
-	os.Exit(m.Run())
-}
 
 // TestSchemeTraffic checks the traffic model against the rules of
 // docs/formats-redundancy.md: what each member sends in all, to whom, and
@@ -152,96 +140,6 @@ func readByte(t *testing.T, path string, off int64) byte {
 		t.Fatal(err)
 	}
 	return b[0]
-}
-
-// TestNetBench pushes a small RS pattern over loopback between three
-// addresses (recvN fails unless every byte arrives), then the same with the
-// cache reads and writes of bound (c).
-func TestNetBench(t *testing.T) {
-	if l, err := net.Listen("tcp", "127.0.0.3:0"); err != nil {
-		t.Skipf("127.0.0.3 not usable: %v", err)
-	} else {
-		l.Close()
-	}
-	var nb netBench
-	sch := scheme{kind: "rs", parity: 1}
-	const b = 5*ioSize + 17
-	tr := schemeTraffic(sch, 3, b)
-	s, err := nb.run(context.Background(), tr, nil)
-	if err != nil || s.wall <= 0 {
-		t.Fatalf("run: %+v, %v", s, err)
-	}
-	if len(nb.bufs) != 2*6 {
-		t.Fatalf("%d buffers for 3 pairs, want 12", len(nb.bufs))
-	}
-	lio, err := newLocalIO(filepath.Join(t.TempDir(), "lio"), 3, sch.reads(3, b), sch.stores(3, b), nb.buffers(1)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lio.close()
-	samples, err := measureBound(context.Background(), &nb, tr, lio, 2)
-	if err != nil || len(samples) != 2 {
-		t.Fatalf("measureBound with local I/O: %v, %v", samples, err)
-	}
-	if len(nb.bufs) != 2*6+2*3 {
-		t.Fatalf("%d buffers, want 18 (a reader and a writer per node more)", len(nb.bufs))
-	}
-	if _, err := os.Stat(lio.dst[0]); !os.IsNotExist(err) {
-		t.Fatalf("redundancy file left after a run: %v", err)
-	}
-	// A checkpoint shorter than what a run must read fails it.
-	os.Truncate(lio.src[1], 10)
-	if _, err := nb.run(context.Background(), tr, lio); err == nil {
-		t.Fatal("run read past a short checkpoint")
-	}
-}
-
-// TestProcBench runs the bound with one process per node: an XOR ring and
-// a PARTNER pattern with local I/O, then a node that cannot read its
-// checkpoint, whose error must come back.
-func TestProcBench(t *testing.T) {
-	if l, err := net.Listen("tcp", "127.0.0.3:0"); err != nil {
-		t.Skipf("127.0.0.3 not usable: %v", err)
-	} else {
-		l.Close()
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pb := procBench{self: self}
-	ctx := context.Background()
-	const b = 3*ioSize + 5
-	s, err := pb.run(ctx, schemeTraffic(scheme{kind: "xor"}, 3, b), nil)
-	if err != nil || s.wall <= 0 || s.used.CPU < 0 {
-		t.Fatalf("xor ring: %+v, %v", s, err)
-	}
-	sch := scheme{kind: "partner", replicas: 2}
-	var nb netBench
-	lio, err := newLocalIO(filepath.Join(t.TempDir(), "lio"), 3, sch.reads(3, b), sch.stores(3, b), nb.buffers(1)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lio.close()
-	if _, err := pb.run(ctx, schemeTraffic(sch, 3, b), lio); err != nil {
-		t.Fatalf("partner with local I/O: %v", err)
-	}
-	if _, err := os.Stat(lio.dst[2]); !os.IsNotExist(err) {
-		t.Fatalf("redundancy file left after a run: %v", err)
-	}
-	os.Remove(lio.src[1])
-	_, err = pb.run(ctx, schemeTraffic(sch, 3, b), lio)
-	if err == nil || !strings.Contains(err.Error(), "node process 1") {
-		t.Fatalf("missing checkpoint on node 1: %v", err)
-	}
-}
-
-func TestFmtBytes(t *testing.T) {
-	for n, want := range map[int64]string{1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 256 << 20: "256 MiB", 1536: "1.5 KiB", 12: "12 B"} {
-		if got := fmtBytes(n); got != want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
 }
 
 // TestReadsStores: a member reads its whole logical file (plus at most the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
+	"github.com/scrfs/scrfs/bench/internal/netbound"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -59,27 +60,27 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 		"(c) (a) plus, at the same time, each node reading its checkpoint (B) from a file in %s and writing its\n"+
 		"    redundancy share (partner r·B, xor ⌈B/(p−1)⌉, rs k·⌈B/(p−k)⌉) to a new file there, fsynced: all the bytes the\n"+
 		"    scheme must move, moved by plain goroutines (no CRCs, no framing, no encoding).\n",
-		fmtBytes(full), fmtDur(stream), fmtRate(full, stream), o.dir)
+		job.FormatBytes(full), fmtDur(stream), job.FormatRate(full, stream), o.dir)
 	tw := newTable(w)
-	fmt.Fprint(tw, "scheme\teach node sends\twhere node 0's bytes go (B = "+fmtBytes(full)+")\t")
+	fmt.Fprint(tw, "scheme\teach node sends\twhere node 0's bytes go (B = "+job.FormatBytes(full)+")\t")
 	for _, s := range sizes {
-		fmt.Fprintf(tw, "B=%s: moved\t(a)\trate\tone proc\t(c)\t", fmtBytes(s))
+		fmt.Fprintf(tw, "B=%s: moved\t(a)\trate\tone proc\t(c)\t", job.FormatBytes(s))
 	}
 	fmt.Fprintln(tw)
 	for _, sch := range schemes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t", sch, sch.formula(), schemeTraffic(sch, o.nodes, full).pattern())
 		for _, r := range results[sch.String()] {
-			d := job.Median(walls(r.bound))
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", fmtBytes(r.traffic.total()), fmtDur(d), fmtRate(r.traffic.total(), d),
-				fmtDur(job.Median(walls(r.bound1))), fmtDur(job.Median(walls(r.boundIO))))
+			d := job.Median(netbound.Walls(r.bound))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t", job.FormatBytes(r.traffic.total()), fmtDur(d), job.FormatRate(r.traffic.total(), d),
+				fmtDur(job.Median(netbound.Walls(r.bound1))), fmtDur(job.Median(netbound.Walls(r.boundIO))))
 		}
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 
-	fmt.Fprintf(w, "\n(b) in-process encode on one core, %s of input read from memory in 1 MiB pieces:\n", fmtBytes(enc.bytes))
-	fmt.Fprintf(w, "    rs   reedsolomon.EncodeIdx, %d+%d code, %d checksum pieces per piece: %s/s\n", enc.p, enc.k, enc.k, fmtBytes(int64(enc.rs)))
-	fmt.Fprintf(w, "    xor  crypto/subtle.XORBytes into an accumulator:                  %s/s\n", fmtBytes(int64(enc.xor)))
+	fmt.Fprintf(w, "\n(b) in-process encode on one core, %s of input read from memory in 1 MiB pieces:\n", job.FormatBytes(enc.bytes))
+	fmt.Fprintf(w, "    rs   reedsolomon.EncodeIdx, %d+%d code, %d checksum pieces per piece: %s/s\n", enc.p, enc.k, enc.k, job.FormatBytes(int64(enc.rs)))
+	fmt.Fprintf(w, "    xor  crypto/subtle.XORBytes into an accumulator:                  %s/s\n", job.FormatBytes(int64(enc.xor)))
 	for _, sch := range schemes {
 		rate := map[string]float64{"rs": enc.rs, "xor": enc.xor}[sch.kind]
 		res := results[sch.String()]
@@ -87,9 +88,9 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			continue
 		}
 		r := res[len(res)-1]
-		netRate := float64(r.traffic.total()) / job.Median(walls(r.bound)).Seconds()
+		netRate := float64(r.traffic.total()) / job.Median(netbound.Walls(r.bound)).Seconds()
 		fmt.Fprintf(w, "    %-13s one core encodes %.1f× faster than the whole set's network bound moves its bytes (%s/s)\n",
-			sch, rate/netRate, fmtBytes(int64(netRate)))
+			sch, rate/netRate, job.FormatBytes(int64(netRate)))
 	}
 
 	fmt.Fprintf(w, "\ntime to protected = latest \"dataset protected\" − earliest \"dataset complete\" across the nodes (daemons' log timestamps)\n")
@@ -101,14 +102,14 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			target = targetPartner
 		}
 		for _, r := range results[sch.String()] {
-			fmt.Fprintf(tw, "%s\t%s\t", sch, fmtBytes(r.size))
+			fmt.Fprintf(tw, "%s\t%s\t", sch, job.FormatBytes(r.size))
 			if len(r.ttp) == 0 {
 				fmt.Fprintf(tw, "failed\t\t\t\t\t\t\t\n")
 				continue
 			}
-			a, c := job.Median(walls(r.bound)), job.Median(walls(r.boundIO))
+			a, c := job.Median(netbound.Walls(r.bound)), job.Median(netbound.Walls(r.boundIO))
 			ratio := job.Median(r.ttp).Seconds() / a.Seconds()
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t≤ %.2f\t%s\t%s\t%.2f\t\n", fmtSpread(r.ttp), fmtDur(a), ratio, target, verdict(ratio, target),
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t≤ %.2f\t%s\t%s\t%.2f\t\n", job.FormatSpread(r.ttp), fmtDur(a), ratio, target, verdict(ratio, target),
 				fmtDur(c), job.Median(r.ttp).Seconds()/c.Seconds())
 		}
 	}
@@ -131,9 +132,9 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			for _, u := range r.used {
 				cpu, flt = append(cpu, u.CPU), append(flt, u.Faults)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", sch, fmtBytes(r.size), fmtDur(enc), fmtDur(job.Median(r.ttp)-enc),
-				fmtDur(job.Median(cpu)), fmtDur(job.Median(cpus(r.bound))), fmtDur(job.Median(cpus(r.boundIO))), job.Median(flt), job.Median(faults(r.boundIO)),
-				fmtBytes(int64(r.sent)), fmtBytes(r.traffic.maxSent()), fmtRate(r.size*int64(o.nodes), job.Median(r.write)))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", sch, job.FormatBytes(r.size), fmtDur(enc), fmtDur(job.Median(r.ttp)-enc),
+				fmtDur(job.Median(cpu)), fmtDur(job.Median(netbound.CPUs(r.bound))), fmtDur(job.Median(netbound.CPUs(r.boundIO))), job.Median(flt), job.Median(netbound.Faults(r.boundIO)),
+				job.FormatBytes(int64(r.sent)), job.FormatBytes(r.traffic.maxSent()), job.FormatRate(r.size*int64(o.nodes), job.Median(r.write)))
 		}
 	}
 	tw.Flush()
@@ -153,8 +154,8 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 				cpu = append(cpu, u.CPU)
 			}
 			gib := float64(r.size) * float64(o.nodes) / (1 << 30)
-			d, c := job.Median(cpu).Seconds()/gib, job.Median(cpus(r.boundIO)).Seconds()/gib
-			fmt.Fprintf(tw, "%s\t%s\t%.2f s/GiB\t≤ %.2f\t%s\t%.2f s/GiB\t%.2f\t%.2f s/GiB\t\n", sch, fmtBytes(r.size), d,
+			d, c := job.Median(cpu).Seconds()/gib, job.Median(netbound.CPUs(r.boundIO)).Seconds()/gib
+			fmt.Fprintf(tw, "%s\t%s\t%.2f s/GiB\t≤ %.2f\t%s\t%.2f s/GiB\t%.2f\t%.2f s/GiB\t\n", sch, job.FormatBytes(r.size), d,
 				targetCPU[sch.kind], verdict(d, targetCPU[sch.kind]), c, d/c, job.Median(r.writeCPU).Seconds()/gib)
 		}
 	}
@@ -164,7 +165,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 	tw = newTable(w)
 	fmt.Fprint(tw, "scheme\t")
 	for _, s := range sizes {
-		fmt.Fprintf(tw, "B=%s: per node\tmax\t", fmtBytes(s))
+		fmt.Fprintf(tw, "B=%s: per node\tmax\t", job.FormatBytes(s))
 	}
 	if len(sizes) > 1 {
 		fmt.Fprint(tw, "max ratio\t")
@@ -194,7 +195,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 		return
 	}
 	fmt.Fprintf(w, "\nrebuild at B=%s: node(s) SIGKILLed, cache and control wiped, a replacement with the same index started on the same address;\n"+
-		"rebuild = the replacement's \"rebuilding dataset\" → \"dataset rebuilt\"; encode = the median time to protected above; sha256 read back through the new mount\n", fmtBytes(full))
+		"rebuild = the replacement's \"rebuilding dataset\" → \"dataset rebuilt\"; encode = the median time to protected above; sha256 read back through the new mount\n", job.FormatBytes(full))
 	tw = newTable(w)
 	fmt.Fprintln(tw, "scheme\tlost\trebuild\tstart→rebuilt\tencode\trebuild ÷ encode\ttarget\t\tlost ranks seen\tsha256\treplacement RSS\t")
 	for _, sch := range schemes {
@@ -214,7 +215,7 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 			if t := rebuildTarget(sch.kind, rr.lost); t > 0 {
 				tgt, ok = fmt.Sprintf("≤ %.2f", t), verdict(ratio, t)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d ok\t%s\t\n", fmtSpread(rr.spans), fmtDur(job.Median(rr.restarts)), fmtDur(job.Median(r.ttp)),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%d ok\t%s\t\n", job.FormatSpread(rr.spans), fmtDur(job.Median(rr.restarts)), fmtDur(job.Median(r.ttp)),
 				ratio, tgt, ok, strings.Join(slices.Compact(slices.Sorted(slices.Values(rr.ops))), "; "), rr.verified, fmtMiB(slices.Max(rr.rss)))
 		}
 	}
@@ -229,7 +230,7 @@ func reportFetch(w io.Writer, o options, schemes []scheme, full int64, results m
 	fmt.Fprintf(w, "\ncold fetch at B=%s: the checkpoint flushed to a prefix in %s, every daemon stopped, caches wiped, page cache dropped,\n"+
 		"daemons started: node 0's \"fetching from the prefix\" → the latest \"dataset protected\" (fetch, CRC checks, re-encode);\n"+
 		"beside it cp -r of the same files from the prefix into %s (page cache dropped) plus one encode (median time to protected above)\n",
-		fmtBytes(full), o.disk, o.dir)
+		job.FormatBytes(full), o.disk, o.dir)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "scheme\tfetch + protect\tcp -r\tencode\t÷ (cp -r + encode)\ttarget\t\tpage cache dropped\t")
 	for _, sch := range schemes {
@@ -240,7 +241,7 @@ func reportFetch(w io.Writer, o options, schemes []scheme, full int64, results m
 		r := res[len(res)-1]
 		f := r.fetch
 		ratio := job.Median(f.spans).Seconds() / (job.Median(f.cps) + job.Median(r.ttp)).Seconds()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t≤ %.2f\t%s\t%v\t\n", sch, fmtSpread(f.spans), fmtSpread(f.cps), fmtDur(job.Median(r.ttp)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t≤ %.2f\t%s\t%v\t\n", sch, job.FormatSpread(f.spans), job.FormatSpread(f.cps), fmtDur(job.Median(r.ttp)),
 			ratio, targetFetch, verdict(ratio, targetFetch), f.dropped)
 	}
 	tw.Flush()
@@ -255,38 +256,6 @@ func verdict(ratio, target float64) string {
 	return "MISSED"
 }
 
-// fmtBytes prints a byte count in the largest binary unit that keeps it ≥ 1.
-func fmtBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return trimZero(fmt.Sprintf("%.2f", float64(n)/(1<<30))) + " GiB"
-	case n >= 1<<20:
-		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<20))) + " MiB"
-	case n >= 1<<10:
-		return trimZero(fmt.Sprintf("%.1f", float64(n)/(1<<10))) + " KiB"
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
-func trimZero(s string) string {
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	}
-	return s
-}
-
 func fmtMiB(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
 
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-
-func fmtRate(n int64, d time.Duration) string {
-	if d <= 0 {
-		return "–"
-	}
-	return fmt.Sprintf("%.2f GiB/s", float64(n)/(1<<30)/d.Seconds())
-}
-
-// fmtSpread prints the median and the range of the samples.
-func fmtSpread(v []time.Duration) string {
-	return fmt.Sprintf("%.2f s [%.2f–%.2f]", job.Median(v).Seconds(), slices.Min(v).Seconds(), slices.Max(v).Seconds())
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
+	"github.com/scrfs/scrfs/bench/internal/netbound"
 )
 
 // bench holds what every measurement of one run shares.
@@ -21,26 +22,26 @@ type bench struct {
 	disk   string // scratch directory under -disk (prefixes), removed at the end
 	port   int    // the daemons' peer port on every loopback address
 	pay    *payload
-	net    *netBench // the bounds in this process (reference)
-	procs  procBench // the bounds with one process per node
-	status io.Writer // progress lines
-	echo   io.Writer // daemons' warnings and errors (with -v), else nil
+	net    *netbound.InProc // the bounds in this process (reference)
+	procs  netbound.Procs   // the bounds with one process per node
+	status io.Writer        // progress lines
+	echo   io.Writer        // daemons' warnings and errors (with -v), else nil
 }
 
 // sizeResult is what one scheme measured at one checkpoint size.
 type sizeResult struct {
 	size     int64
 	traffic  traffic
-	bound    []sample        // (a) the network alone, one process per node, per measured round
-	bound1   []sample        // (a) in this one process, for reference
-	boundIO  []sample        // (c) the network and the cache reads and writes together
-	ttp      []time.Duration // time to protected, per measured round
-	encode   []time.Duration // the longest encode a daemon reported ("seconds"), per round
-	used     []job.Usage     // CPU time and page faults of all daemons while protecting, per round
-	write    []time.Duration // writing the checkpoint through the mounts
-	writeCPU []time.Duration // CPU of the daemons and of the writers (this process) meanwhile
-	sent     float64         // bytes a daemon said it sent in the last encode (mean over nodes)
-	rss      []int64         // VmHWM per node after the last protect
+	bound    []netbound.Sample // (a) the network alone, one process per node, per measured round
+	bound1   []netbound.Sample // (a) in this one process, for reference
+	boundIO  []netbound.Sample // (c) the network and the cache reads and writes together
+	ttp      []time.Duration   // time to protected, per measured round
+	encode   []time.Duration   // the longest encode a daemon reported ("seconds"), per round
+	used     []job.Usage       // CPU time and page faults of all daemons while protecting, per round
+	write    []time.Duration   // writing the checkpoint through the mounts
+	writeCPU []time.Duration   // CPU of the daemons and of the writers (this process) meanwhile
+	sent     float64           // bytes a daemon said it sent in the last encode (mean over nodes)
+	rss      []int64           // VmHWM per node after the last protect
 	rebuilds []*rebuildResult
 	fetch    *fetchResult // at the full size with -fetch
 	err      error        // why the measurement stopped, if it did
@@ -145,7 +146,7 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 			res.writeCPU = append(res.writeCPU, u0.CPU-w0.CPU+self1-self0)
 		}
 		b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
-			sch, fmtBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.CPU-u0.CPU), u1.Faults-u0.Faults)
+			sch, job.FormatBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.CPU-u0.CPU), u1.Faults-u0.Faults)
 		last = name
 	}
 	for _, n := range c.Nodes {
@@ -180,24 +181,25 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 // same with each node's cache reads and writes, into res.
 func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 	var err error
-	if res.bound, err = measureBound(ctx, b.procs, res.traffic, nil, b.o.rounds); err != nil {
+	t := netbound.Traffic(res.traffic)
+	if res.bound, err = netbound.Measure(ctx, b.procs, t, nil, b.o.rounds); err != nil {
 		return err
 	}
-	if res.bound1, err = measureBound(ctx, b.net, res.traffic, nil, b.o.rounds); err != nil {
+	if res.bound1, err = netbound.Measure(ctx, b.net, t, nil, b.o.rounds); err != nil {
 		return err
 	}
 	p := b.o.nodes
-	lio, err := newLocalIO(filepath.Join(b.work, "localio"), p, sch.reads(p, res.size), sch.stores(p, res.size), b.net.buffers(1)[0])
+	lio, err := netbound.NewLocal(filepath.Join(b.work, "localio"), p, sch.reads(p, res.size), sch.stores(p, res.size), b.net.Buffers(1)[0])
 	if err != nil {
 		return err
 	}
-	defer lio.close()
-	if res.boundIO, err = measureBound(ctx, b.procs, res.traffic, lio, b.o.rounds); err != nil {
+	defer lio.Close()
+	if res.boundIO, err = netbound.Measure(ctx, b.procs, t, lio, b.o.rounds); err != nil {
 		return err
 	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
-		sch, fmtBytes(res.size), fmtDur(job.Median(walls(res.bound))), fmtBytes(res.traffic.total()),
-		fmtDur(job.Median(walls(res.bound1))), fmtDur(job.Median(walls(res.boundIO))))
+		sch, job.FormatBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), job.FormatBytes(res.traffic.total()),
+		fmtDur(job.Median(netbound.Walls(res.bound1))), fmtDur(job.Median(netbound.Walls(res.boundIO))))
 	return nil
 }
 
@@ -303,7 +305,7 @@ func (b *bench) rebuild(ctx context.Context, c *job.Cluster, sch scheme, ds stri
 		seen := strings.Join(slices.Compact(ops), " ")
 		rr.ops = append(rr.ops, seen)
 		b.progress("%-13s B=%-8s rebuild of node(s) %v: %s (lost ranks %s), %s from start; sha256 ok",
-			sch, fmtBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
+			sch, job.FormatBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
 	}
 	return rr
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 // scheme is one redundancy scheme under test.
@@ -193,7 +195,7 @@ func (t traffic) pattern() string {
 	var parts []string
 	for d, v := range t[0] {
 		if v > 0 {
-			parts = append(parts, fmt.Sprintf("→%d %s", d, fmtBytes(v)))
+			parts = append(parts, fmt.Sprintf("→%d %s", d, job.FormatBytes(v)))
 		}
 	}
 	return "node 0 " + strings.Join(parts, ", ")

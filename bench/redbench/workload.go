@@ -11,7 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/scrfs/scrfs/bench/internal/netbound"
 )
+
+// ioSize is the unit of every write and read the benchmark makes: through
+// the mounts, over loopback TCP (the bounds) and through the encoders.
+const ioSize = netbound.IOSize
 
 // payload makes the checkpoint bytes: node q's file of a given size is the
 // same in every round and every scheme, so its sha256 is computed once,

@@ -18,15 +18,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/internal/loopback"
@@ -63,13 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.bin, "bin", "", "scrfs binary to run (default: go build ./cmd/scrfs)")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.BoolVar(&o.settle, "settle", true, "before each measurement, write and delete as much as the checkpoint in -dir, so direct and mount both land on memory the host has just backed")
-	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable)", func(v string) error {
-		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
-			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
-		}
-		o.settings = append(o.settings, v)
-		return nil
-	})
+	job.SettingsFlag(fs, &o.settings)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -119,21 +110,7 @@ func list(s string, known []string) ([]string, error) {
 }
 
 func main() {
-	o, err := parseFlags(os.Args[1:], os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "stall:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "stall:", err)
-		stop()
-		os.Exit(1)
-	}
+	job.Main("stall", parseFlags, run)
 }
 
 // run measures every scheme in turn and prints the report to stdout;

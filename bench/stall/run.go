@@ -71,7 +71,7 @@ func (b *bench) runScheme(ctx context.Context, sch string) (map[string]*series, 
 	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
-	var mounts, directs, trash []string
+	var mounts, directs []string
 	for _, n := range c.Nodes {
 		mounts = append(mounts, n.Mount)
 		d := filepath.Join(dir, fmt.Sprintf("node%d", n.Index), "direct")
@@ -79,10 +79,9 @@ func (b *bench) runScheme(ctx context.Context, sch string) (map[string]*series, 
 			return nil, err
 		}
 		directs = append(directs, d)
-		trash = append(trash, filepath.Join(n.CacheDir(jobID), ".scrfs", "trash"))
 	}
 	out := map[string]*series{}
-	t := &targets{c: c, scheme: sch, mounts: mounts, directs: directs, trash: trash, settle: filepath.Join(dir, "settle")}
+	t := &targets{c: c, scheme: sch, mounts: mounts, directs: directs, settle: filepath.Join(dir, "settle")}
 	for r := 0; r <= b.o.rounds; r++ {
 		for _, name := range b.o.workloads {
 			if out[name] == nil {
@@ -113,11 +112,11 @@ func (b *bench) runScheme(ctx context.Context, sch string) (map[string]*series, 
 
 // targets are what one scheme's measurements write to and wait on.
 type targets struct {
-	c                      *job.Cluster
-	scheme                 string
-	mounts, directs, trash []string
-	settle                 string // scratch directory for settle
-	lastDirect             string // the direct dataset kept, as the cache keeps its newest
+	c               *job.Cluster
+	scheme          string
+	mounts, directs []string
+	settle          string // scratch directory for settle
+	lastDirect      string // the direct dataset kept, as the cache keeps its newest
 }
 
 // disturbed reports a measurement during which other processes on the
@@ -228,7 +227,7 @@ func (b *bench) viaMount(ctx context.Context, t *targets, wl workload, ds string
 		}
 		smp.protected = lastProt.Sub(first)
 	}
-	return smp, awaitEmpty(ctx, t.trash)
+	return smp, c.AwaitDeleted(ctx, jobID)
 }
 
 // direct writes dataset ds into the nodes' direct directories (on the same
@@ -256,48 +255,12 @@ func (b *bench) direct(t *targets, wl workload, ds string) (sample, error) {
 func awaitRecords(ctx context.Context, c *job.Cluster, ds string) error {
 	for _, n := range c.Nodes {
 		meta := filepath.Join(n.CacheDir(jobID), ds, ".scrfs")
-		err := poll(ctx, func() (bool, error) {
+		err := job.Poll(ctx, func() (bool, error) {
 			m, err := filepath.Glob(filepath.Join(meta, "*.redset"))
 			return len(m) > 0, err
 		})
 		if err != nil {
 			return fmt.Errorf("node %d: no redundancy file in %s: %w", n.Index, meta, err)
-		}
-	}
-	return nil
-}
-
-// poll calls done every millisecond until it reports true, fails, or two
-// minutes pass.
-func poll(ctx context.Context, done func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		ok, err := done()
-		if ok || err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
-// awaitEmpty waits until the caches' trash directories hold nothing: the
-// daemons delete an evicted dataset in the background.
-func awaitEmpty(ctx context.Context, dirs []string) error {
-	for _, d := range dirs {
-		err := poll(ctx, func() (bool, error) {
-			entries, err := os.ReadDir(d)
-			if os.IsNotExist(err) {
-				return true, nil
-			}
-			return len(entries) == 0, err
-		})
-		if err != nil {
-			return fmt.Errorf("evicted dataset not deleted from %s: %w", d, err)
 		}
 	}
 	return nil

@@ -9,16 +9,20 @@ mount). PHASE is one of
              (written once), a scalar
   dcp-load   load it into a state dict sharded over WORLD ranks (another
              WORLD than the save reshards: every rank reads slices of
-             other ranks' files) and check every value
+             other ranks' files) and check every value; prints
+             "load_seconds S", the load alone between two barriers
   save       torch.save this rank's object into DIR/rank_RANK.pt
   load       torch.load every rank's object (0..3) from DIR and check it
-Prints "ok" on success; any failure raises.
+Prints "ok" on success; any failure raises. TORCH_CKPT_ROWS in the
+environment sets the rows of 4096 float32 of the sharded tensor (default
+64: 1 MiB); bench/nsbench saves and loads larger ones.
 """
 
 import copy
 import dataclasses
 import os
 import sys
+import time
 
 
 def allow_mutable_dataclass_defaults():
@@ -47,7 +51,8 @@ allow_mutable_dataclass_defaults()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-ROWS, COLS = 64, 4096  # the sharded tensor: 64 rows of 4096 float32 (1 MiB)
+ROWS = int(os.environ.get("TORCH_CKPT_ROWS", "64"))  # the sharded tensor: ROWS rows
+COLS = 4096  # of 4096 float32
 
 
 def rows(first, n):
@@ -81,7 +86,11 @@ def dcp(phase, rank, world, path):
         ckpt.save_state_dict(state, ckpt.FileSystemWriter(path))
         return
     state = {"sharded": sharded(world, False), "replicated": torch.zeros(1 << 18), "step": torch.tensor(0)}
+    dist.barrier()
+    start = time.monotonic()
     ckpt.load_state_dict(state, ckpt.FileSystemReader(path))
+    dist.barrier()
+    print(f"load_seconds {time.monotonic() - start:.6f}")
     for shard in state["sharded"].local_shards():
         first, n = shard.metadata.shard_offsets[0], shard.tensor.shape[0]
         if not torch.equal(shard.tensor, rows(first, n)):

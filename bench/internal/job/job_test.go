@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -140,5 +141,72 @@ func TestParseStat(t *testing.T) {
 		if _, err := ParseStat(bad); err == nil {
 			t.Errorf("ParseStat(%q) accepted", bad)
 		}
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{1 << 30: "1 GiB", 3 << 29: "1.5 GiB", 256 << 20: "256 MiB", 1536: "1.5 KiB", 12: "12 B"} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := FormatSpread([]time.Duration{3 * time.Second, time.Second, 2 * time.Second}); got != "2.00 s [1.00–3.00]" {
+		t.Errorf("FormatSpread = %q", got)
+	}
+	if FormatSpread(nil) != "–" || FormatRate(1<<30, 0) != "–" || FormatRate(1<<30, 2*time.Second) != "0.50 GiB/s" {
+		t.Error("FormatSpread of nothing, or FormatRate")
+	}
+}
+
+// TestParseMetrics reads an exposition as a daemon serves it, and sums and
+// groups its series by label.
+func TestParseMetrics(t *testing.T) {
+	const text = `# HELP scrfs_peer_requests_total Requests.
+# TYPE scrfs_peer_requests_total counter
+scrfs_peer_requests_total{direction="sent",kind="share"} 3
+scrfs_peer_requests_total{direction="sent",kind="record"} 4
+scrfs_peer_requests_total{direction="received",kind="share"} 5
+# TYPE scrfs_namespace_received_bytes_total counter
+scrfs_namespace_received_bytes_total 1.073741824e+09
+# TYPE scrfs_fuse_op_duration_seconds histogram
+scrfs_fuse_op_duration_seconds_bucket{op="read",le="+Inf"} 2
+scrfs_fuse_op_duration_seconds_sum{op="read"} 0.5
+scrfs_fuse_op_duration_seconds_count{op="read"} 2
+`
+	m, err := ParseMetrics(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Sum("scrfs_namespace_received_bytes_total"); got != 1<<30 {
+		t.Errorf("received = %v", got)
+	}
+	if got := m.Sum("scrfs_peer_requests_total"); got != 12 {
+		t.Errorf("all requests = %v, want 12", got)
+	}
+	if got := m.Sum("scrfs_peer_requests_total", "direction", "sent"); got != 7 {
+		t.Errorf("sent = %v, want 7", got)
+	}
+	if got := m.Sum("scrfs_peer_requests_total", "direction", "sent", "kind", "share"); got != 3 {
+		t.Errorf("sent shares = %v, want 3", got)
+	}
+	if got := m.Sum("nosuch"); got != 0 {
+		t.Errorf("missing metric sums to %v", got)
+	}
+	if _, ok := m["scrfs_fuse_op_duration_seconds"]; ok {
+		t.Error("a histogram was kept")
+	}
+	by := m.By("scrfs_peer_requests_total", "kind", "direction", "sent")
+	if len(by) != 2 || by["share"] != 3 || by["record"] != 4 {
+		t.Errorf("sent by kind = %v", by)
+	}
+	later := map[string]float64{"share": 7, "record": 4, "began": 1}
+	if d := Diff(by, later); len(d) != 2 || d["share"] != 4 || d["began"] != 1 {
+		t.Errorf("Diff = %v", d)
+	}
+	if got := FormatTop(later, 2, 0.5); got != "share 3.5, record 2" {
+		t.Errorf("FormatTop = %q", got)
+	}
+	if _, err := ParseMetrics(strings.NewReader("scrfs_x{ 1\n")); err == nil {
+		t.Error("a broken exposition parsed")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package netbound
 
 import (
 	"bufio"
@@ -15,16 +15,17 @@ import (
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
-// runner runs a traffic matrix (with a node's cache I/O when lio is not
+// Runner runs a Traffic matrix (with a node's cache I/O when lio is not
 // nil) once and times it.
-type runner interface {
-	run(ctx context.Context, t traffic, lio *localIO) (sample, error)
+type Runner interface {
+	Run(ctx context.Context, t Traffic, lio *Local) (Sample, error)
 }
 
-// procBench runs the bound with one process per node (netnode.go); self is
-// this program's executable.
-type procBench struct {
-	self string
+// Procs runs the bound with one process per node (node.go).
+type Procs struct {
+	// Self is this program's executable, which must call NodeMain when
+	// its first argument is NodeArg.
+	Self string
 }
 
 // nodeProc is the driver's handle on one node process.
@@ -51,11 +52,11 @@ func (np *nodeProc) expect(q int, word string) (string, error) {
 	return strings.TrimSpace(rest), nil
 }
 
-// run starts a node process per node, lets them connect, then tells them
+// Run starts a node process per node, lets them connect, then tells them
 // all to go at once; the time runs until the last one says it is done. The
 // CPU time and page faults are the sums of what the nodes report for their
 // timed part.
-func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample, err error) {
+func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	p := len(t)
@@ -75,21 +76,21 @@ func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample,
 			spec.recv = append(spec.recv, t[src][q])
 		}
 		if lio != nil {
-			spec.readPath, spec.readN = lio.src[q], lio.read
-			spec.writePath, spec.writeN = lio.dst[q], lio.wrote
+			spec.readPath, spec.readN = lio.Src[q], lio.read[q]
+			spec.writePath, spec.writeN = lio.Dst[q], lio.wrote[q]
 		}
-		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.self, spec.args()...)}
+		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.Self, spec.args()...)}
 		np.cmd.Stderr = &np.stderr
 		in, err := np.cmd.StdinPipe()
 		if err != nil {
-			return sample{}, err
+			return Sample{}, err
 		}
 		out, err := np.cmd.StdoutPipe()
 		if err != nil {
-			return sample{}, err
+			return Sample{}, err
 		}
 		if err := np.cmd.Start(); err != nil {
-			return sample{}, fmt.Errorf("start node process %d: %w", q, err)
+			return Sample{}, fmt.Errorf("start node process %d: %w", q, err)
 		}
 		np.in, np.out = in, bufio.NewScanner(out)
 		procs = append(procs, np)
@@ -98,7 +99,7 @@ func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample,
 	for q, np := range procs {
 		port, err := np.expect(q, "listening")
 		if err != nil {
-			return sample{}, err
+			return Sample{}, err
 		}
 		addrs = append(addrs, net.JoinHostPort(loopback.IP(q), port))
 	}
@@ -107,42 +108,42 @@ func (pb procBench) run(ctx context.Context, t traffic, lio *localIO) (_ sample,
 	}
 	for q, np := range procs {
 		if _, err := np.expect(q, "ready"); err != nil {
-			return sample{}, err
+			return Sample{}, err
 		}
 	}
 	t0 := time.Now()
 	for _, np := range procs {
 		io.WriteString(np.in, "go\n")
 	}
-	var s sample
+	var s Sample
 	var errs []error
 	for q, np := range procs {
 		rest, err := np.expect(q, "done")
 		if err == nil {
 			var cpu, faults int64
 			if _, err = fmt.Sscan(rest, &cpu, &faults); err == nil {
-				s.used.CPU += time.Duration(cpu)
-				s.used.Faults += faults
+				s.Used.CPU += time.Duration(cpu)
+				s.Used.Faults += faults
 			}
 		}
 		errs = append(errs, err)
 	}
-	s.wall = time.Since(t0)
+	s.Wall = time.Since(t0)
 	if lio != nil {
-		lio.clean()
+		lio.Clean()
 	}
 	if err := errors.Join(errs...); err != nil {
-		return sample{}, err
+		return Sample{}, err
 	}
 	return s, nil
 }
 
-// measureBound runs t (with lio, if not nil) once untimed, then rounds
+// Measure runs t (with lio, if not nil) once untimed, then rounds
 // times, and returns the measured samples.
-func measureBound(ctx context.Context, r runner, t traffic, lio *localIO, rounds int) ([]sample, error) {
-	var out []sample
+func Measure(ctx context.Context, r Runner, t Traffic, lio *Local, rounds int) ([]Sample, error) {
+	var out []Sample
 	for i := 0; i <= rounds; i++ {
-		s, err := r.run(ctx, t, lio)
+		s, err := r.Run(ctx, t, lio)
 		if err != nil {
 			return nil, err
 		}

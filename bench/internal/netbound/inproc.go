@@ -1,4 +1,4 @@
-package main
+package netbound
 
 import (
 	"context"
@@ -13,30 +13,30 @@ import (
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
-// ioSize is the unit of every write and read the benchmark makes: through
-// the mounts, over loopback TCP and through the encoders.
-const ioSize = 1 << 20
+// IOSize is the unit of every write and read of the bounds: over loopback
+// TCP and to and from the node-local files.
+const IOSize = 1 << 20
 
-// netBench pushes a traffic matrix over loopback TCP between plain sockets
-// of this one process, with nothing else to do (and, with a localIO, the
+// InProc pushes a Traffic matrix over loopback TCP between plain sockets
+// of this one process, with nothing else to do (and, with a Local, the
 // node-local cache reads and writes too). It is the "one proc" reference
-// next to procBench's bound with one process per node, whose node
+// next to Procs's bound with one process per node, whose node
 // processes use it for their buffers.
-type netBench struct {
-	bufs [][]byte // ioSize each, touched once and reused across runs
+type InProc struct {
+	bufs [][]byte // IOSize each, touched once and reused across runs
 }
 
-// sample is one timed run: wall time, and what the process used meanwhile.
-type sample struct {
-	wall time.Duration
-	used job.Usage
+// Sample is one timed run: wall time, and what the process used meanwhile.
+type Sample struct {
+	Wall time.Duration
+	Used job.Usage
 }
 
-// buffers returns n buffers, allocating and touching (so the first timed
+// Buffers returns n buffers, allocating and touching (so the first timed
 // run does not pay for page faults) only those it lacks.
-func (nb *netBench) buffers(n int) [][]byte {
+func (nb *InProc) Buffers(n int) [][]byte {
 	for len(nb.bufs) < n {
-		b := make([]byte, ioSize)
+		b := make([]byte, IOSize)
 		for i := range b {
 			b[i] = byte(i)
 		}
@@ -51,14 +51,14 @@ type conduit struct {
 	send, recv int64
 }
 
-// run pushes t over loopback TCP once and returns how long it took. Every
+// Run pushes t over loopback TCP once and returns how long it took. Every
 // pair of nodes that exchanges bytes gets one connection between their own
 // addresses (as the daemons' streams do), and each end has a sender and a
 // receiver goroutine, all started together; the time runs from the start
 // until the last byte is received. Connecting is not timed. With lio, every
 // node also reads its checkpoint file and writes its redundancy file, at the
 // same time as the transfers.
-func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, error) {
+func (nb *InProc) Run(ctx context.Context, t Traffic, lio *Local) (Sample, error) {
 	var ends []conduit
 	defer func() {
 		for _, e := range ends {
@@ -72,7 +72,7 @@ func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, e
 			}
 			ca, cb, err := connectPair(ctx, loopback.IP(a), loopback.IP(b))
 			if err != nil {
-				return sample{}, err
+				return Sample{}, err
 			}
 			ends = append(ends, conduit{ca, t[a][b], t[b][a]}, conduit{cb, t[b][a], t[a][b]})
 		}
@@ -85,14 +85,14 @@ func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, e
 	var jobs []func(buf []byte) error
 	for _, e := range ends {
 		jobs = append(jobs,
-			func(buf []byte) error { return sendN(e.conn, e.send, buf) },
-			func(buf []byte) error { return recvN(e.conn, e.recv, buf) })
+			func(buf []byte) error { return SendN(e.conn, e.send, buf) },
+			func(buf []byte) error { return RecvN(e.conn, e.recv, buf) })
 	}
 	if lio != nil {
 		jobs = append(jobs, lio.jobs()...)
-		defer lio.clean()
+		defer lio.Clean()
 	}
-	bufs := nb.buffers(len(jobs))
+	bufs := nb.Buffers(len(jobs))
 	start := make(chan struct{})
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
@@ -104,19 +104,19 @@ func (nb *netBench) run(ctx context.Context, t traffic, lio *localIO) (sample, e
 			errs[i] = job(bufs[i])
 		}()
 	}
-	u0 := processUsage()
+	u0 := ProcessUsage()
 	t0 := time.Now()
 	close(start)
 	wg.Wait()
-	s := sample{wall: time.Since(t0), used: processUsage().Sub(u0)}
+	s := Sample{Wall: time.Since(t0), Used: ProcessUsage().Sub(u0)}
 	if err := errors.Join(errs...); err != nil {
-		return sample{}, fmt.Errorf("loopback transfer: %w", err)
+		return Sample{}, fmt.Errorf("loopback transfer: %w", err)
 	}
 	return s, nil
 }
 
-// processUsage returns what this process used so far.
-func processUsage() job.Usage {
+// ProcessUsage returns what this process used so far.
+func ProcessUsage() job.Usage {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return job.Usage{}
@@ -157,8 +157,8 @@ func connectPair(ctx context.Context, a, b string) (*net.TCPConn, *net.TCPConn, 
 	return ca.(*net.TCPConn), acc.c.(*net.TCPConn), nil
 }
 
-// sendN writes n bytes of buf, ioSize at a time.
-func sendN(c *net.TCPConn, n int64, buf []byte) error {
+// SendN writes n bytes of buf, IOSize at a time.
+func SendN(c *net.TCPConn, n int64, buf []byte) error {
 	for n > 0 {
 		w, err := c.Write(buf[:min(n, int64(len(buf)))])
 		if err != nil {
@@ -169,8 +169,8 @@ func sendN(c *net.TCPConn, n int64, buf []byte) error {
 	return nil
 }
 
-// recvN reads exactly n bytes into buf, ioSize at a time at most.
-func recvN(c *net.TCPConn, n int64, buf []byte) error {
+// RecvN reads exactly n bytes into buf, IOSize at a time at most.
+func RecvN(c *net.TCPConn, n int64, buf []byte) error {
 	for n > 0 {
 		r, err := c.Read(buf[:min(n, int64(len(buf)))])
 		if err != nil {
@@ -181,29 +181,29 @@ func recvN(c *net.TCPConn, n int64, buf []byte) error {
 	return nil
 }
 
-// walls returns the wall times of samples.
-func walls(v []sample) []time.Duration {
+// Walls returns the wall times of samples.
+func Walls(v []Sample) []time.Duration {
 	out := make([]time.Duration, len(v))
 	for i, s := range v {
-		out[i] = s.wall
+		out[i] = s.Wall
 	}
 	return out
 }
 
-// cpus returns the CPU times of samples.
-func cpus(v []sample) []time.Duration {
+// CPUs returns the CPU times of samples.
+func CPUs(v []Sample) []time.Duration {
 	out := make([]time.Duration, len(v))
 	for i, s := range v {
-		out[i] = s.used.CPU
+		out[i] = s.Used.CPU
 	}
 	return out
 }
 
 // faults returns the page faults of samples.
-func faults(v []sample) []int64 {
+func Faults(v []Sample) []int64 {
 	out := make([]int64, len(v))
 	for i, s := range v {
-		out[i] = s.used.Faults
+		out[i] = s.Used.Faults
 	}
 	return out
 }

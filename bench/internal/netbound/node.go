@@ -1,4 +1,4 @@
-package main
+package netbound
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 
 // The network bound with one process per node: the driver starts itself
 // once per node in the hidden "netnode" mode, and each such process plays
-// one node of the traffic matrix, so the bound pays for the same process
+// one node of the Traffic matrix, so the bound pays for the same process
 // and thread switching as N daemons sharing the machine's cores do. The
 // driver and a node process talk over the node's stdin and stdout, one line
 // each way per step:
@@ -30,8 +30,8 @@ import (
 //
 // or "error TEXT" instead of any node line.
 
-// netNodeArg is the hidden first argument that selects the node mode.
-const netNodeArg = "netnode"
+// NodeArg is the hidden first argument that selects the node mode.
+const NodeArg = "netnode"
 
 // nodeSpec is what one node process does.
 type nodeSpec struct {
@@ -45,7 +45,7 @@ type nodeSpec struct {
 }
 
 func (s nodeSpec) args() []string {
-	a := []string{netNodeArg,
+	a := []string{NodeArg,
 		"-index", strconv.Itoa(s.index), "-host", s.host,
 		"-send", joinInts(s.send), "-recv", joinInts(s.recv)}
 	if s.readPath != "" {
@@ -57,9 +57,9 @@ func (s nodeSpec) args() []string {
 	return a
 }
 
-// netNodeMain runs one node process; it returns the exit status.
-func netNodeMain(args []string, stdin io.Reader, stdout io.Writer) int {
-	fs := flag.NewFlagSet(netNodeArg, flag.ContinueOnError)
+// NodeMain runs one node process; it returns the exit status.
+func NodeMain(args []string, stdin io.Reader, stdout io.Writer) int {
+	fs := flag.NewFlagSet(NodeArg, flag.ContinueOnError)
 	var s nodeSpec
 	var send, recv string
 	fs.IntVar(&s.index, "index", 0, "")
@@ -78,7 +78,7 @@ func netNodeMain(args []string, stdin io.Reader, stdout io.Writer) int {
 		s.recv, err = splitInts(recv)
 	}
 	if err == nil && (len(s.send) != len(s.recv) || s.index < 0 || s.index >= len(s.send)) {
-		err = fmt.Errorf("node %d: bad traffic row", s.index)
+		err = fmt.Errorf("node %d: bad Traffic row", s.index)
 	}
 	if err == nil {
 		err = runNode(s, bufio.NewReader(stdin), stdout)
@@ -123,22 +123,22 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 			continue
 		}
 		jobs = append(jobs,
-			func(buf []byte) error { return sendN(c, s.send[j], buf) },
-			func(buf []byte) error { return recvN(c, s.recv[j], buf) })
+			func(buf []byte) error { return SendN(c, s.send[j], buf) },
+			func(buf []byte) error { return RecvN(c, s.recv[j], buf) })
 	}
 	if s.readPath != "" {
-		jobs = append(jobs, func(buf []byte) error { return readN(s.readPath, s.readN, buf) })
+		jobs = append(jobs, func(buf []byte) error { return ReadN(s.readPath, s.readN, buf) })
 	}
 	if s.writePath != "" {
-		jobs = append(jobs, func(buf []byte) error { return writeN(s.writePath, s.writeN, buf, true) })
+		jobs = append(jobs, func(buf []byte) error { return WriteN(s.writePath, s.writeN, buf, true) })
 	}
-	var nb netBench
-	bufs := nb.buffers(len(jobs))
+	var nb InProc
+	bufs := nb.Buffers(len(jobs))
 	fmt.Fprintln(out, "ready")
 	if line, err := in.ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
 		return fmt.Errorf("node %d: expected go, got %q (%v)", s.index, line, err)
 	}
-	u0 := processUsage()
+	u0 := ProcessUsage()
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, job := range jobs {
@@ -149,7 +149,7 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 		}()
 	}
 	wg.Wait()
-	u := processUsage().Sub(u0)
+	u := ProcessUsage().Sub(u0)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("node %d: %w", s.index, err)
 	}

@@ -1,0 +1,111 @@
+package netbound
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// Local is what an encode does to each node's cache besides the network:
+// read the node's checkpoint once and write its redundancy file, fsynced.
+// Run next to the Traffic (Runner.Run) it gives redbench's bound (c): all
+// the bytes a scheme must move, by plain goroutines with nothing else to do.
+type Local struct {
+	dir         string
+	Src, Dst    []string // per node: the checkpoint, the redundancy file
+	read, wrote []int64  // per node
+}
+
+// NewLocal writes (untimed) a checkpoint file of read bytes for each of
+// nodes nodes under dir, from buf; each node writes wrote bytes.
+func NewLocal(dir string, nodes int, read, wrote int64, buf []byte) (*Local, error) {
+	return NewLocalEach(dir, slices.Repeat([]int64{read}, nodes), slices.Repeat([]int64{wrote}, nodes), buf)
+}
+
+// NewLocalEach is NewLocal with every node's own byte counts: node q
+// reads read[q] bytes of its file and writes wrote[q] into a new one.
+func NewLocalEach(dir string, read, wrote []int64, buf []byte) (*Local, error) {
+	if len(read) != len(wrote) {
+		return nil, fmt.Errorf("local I/O of %d readers and %d writers", len(read), len(wrote))
+	}
+	l := &Local{dir: dir, read: read, wrote: wrote}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for q := range read {
+		l.Src = append(l.Src, filepath.Join(dir, fmt.Sprintf("node%d.ckpt", q)))
+		l.Dst = append(l.Dst, filepath.Join(dir, fmt.Sprintf("node%d.redset", q)))
+		if err := WriteN(l.Src[q], read[q], buf, false); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+// jobs returns a reader and a writer per node, each given its own buffer.
+func (l *Local) jobs() []func(buf []byte) error {
+	var out []func([]byte) error
+	for q := range l.Src {
+		out = append(out,
+			func(buf []byte) error { return ReadN(l.Src[q], l.read[q], buf) },
+			func(buf []byte) error { return WriteN(l.Dst[q], l.wrote[q], buf, true) })
+	}
+	return out
+}
+
+// Clean removes the redundancy files, so the next run allocates fresh
+// cache pages as the daemons do for each new dataset.
+func (l *Local) Clean() {
+	for _, p := range l.Dst {
+		os.Remove(p)
+	}
+}
+
+// Close removes everything.
+func (l *Local) Close() error { return os.RemoveAll(l.dir) }
+
+// WriteN creates path and writes n bytes of buf to it, len(buf) at a time,
+// with an fsync at the end when sync is set (the daemons fsync redundancy
+// files before renaming them into place).
+func WriteN(path string, n int64, buf []byte, sync bool) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	for left := n; left > 0; {
+		w, err := f.Write(buf[:min(left, int64(len(buf)))])
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		left -= int64(w)
+	}
+	if sync {
+		err = f.Sync()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// ReadN reads the first n bytes of path, len(buf) at a time.
+func ReadN(path string, n int64, buf []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for left := n; left > 0; {
+		r, err := f.Read(buf[:min(left, int64(len(buf)))])
+		if err == io.EOF {
+			return fmt.Errorf("read %s: %d bytes short", path, left)
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		left -= int64(r)
+	}
+	return nil
+}
