@@ -24,6 +24,7 @@ type Mux struct {
 
 	mu       sync.RWMutex
 	handlers map[string]Handler
+	width    int // of fan-outs (Fanout)
 	tr       Transport // nil in a job of one node
 	local    localStreams
 }
@@ -31,7 +32,9 @@ type Mux struct {
 // NewMux returns the Mux of node self. codes are the sentinel errors that
 // keep their identity across nodes; every node of a job passes the same.
 func NewMux(self int, codes ...Code) *Mux {
-	return &Mux{self: self, codes: codes, handlers: map[string]Handler{}}
+	m := &Mux{self: self, codes: codes, handlers: map[string]Handler{}, width: DefaultWidth}
+	Handle(m, hopKind, m.handleHop)
+	return m
 }
 
 // Self returns this node's index.
@@ -84,11 +87,25 @@ func (m *Mux) transport() Transport {
 }
 
 // envelope is an answer on the wire: a result, or an error with its code.
+// Unreached marks a fan-out's answer for a node that was never reached.
 type envelope struct {
-	Result json.RawMessage `json:"r,omitempty"`
-	Failed bool            `json:"f,omitempty"`
-	Err    string          `json:"e,omitempty"`
-	Code   string          `json:"c,omitempty"`
+	Result    json.RawMessage `json:"r,omitempty"`
+	Failed    bool            `json:"f,omitempty"`
+	Unreached bool            `json:"u,omitempty"`
+	Err       string          `json:"e,omitempty"`
+	Code      string          `json:"c,omitempty"`
+}
+
+// seal makes the envelope of a handler's result or error.
+func seal(codes []Code, res any, err error) envelope {
+	var env envelope
+	if err == nil {
+		env.Result, err = json.Marshal(res)
+	}
+	if err != nil {
+		env = envelope{Failed: true, Err: err.Error(), Code: codeOf(codes, err)}
+	}
+	return env
 }
 
 // Serve answers a call from node from: the byte-level entry point a
@@ -97,14 +114,7 @@ type envelope struct {
 // travel inside the answer.
 func (m *Mux) Serve(ctx context.Context, from int, kind string, req []byte) ([]byte, error) {
 	res, err := m.dispatch(ctx, from, kind, req)
-	var env envelope
-	if err == nil {
-		env.Result, err = json.Marshal(res)
-	}
-	if err != nil {
-		env = envelope{Failed: true, Err: err.Error(), Code: codeOf(m.codes, err)}
-	}
-	return json.Marshal(env)
+	return json.Marshal(seal(m.codes, res, err))
 }
 
 func (m *Mux) dispatch(ctx context.Context, from int, kind string, req []byte) (any, error) {

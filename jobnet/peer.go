@@ -61,6 +61,8 @@ func (t peerTransport) AcceptStream(ctx context.Context, from int, id string) (S
 
 func (t peerTransport) WaitUp(ctx context.Context, peers []int) error { return t.n.WaitUp(ctx, peers) }
 
+func (t peerTransport) LinkUp(peer int) bool { return t.n.LinkUp(peer) }
+
 func (t peerTransport) OnLinkChange(f func(peer int, up bool)) {
 	t.n.OnLinkChange(func(s peer.LinkStatus) { f(s.Peer, s.Up) })
 }

@@ -37,6 +37,9 @@ type Transport interface {
 	// OnLinkChange registers f to hear of links going up and down. f must
 	// not block.
 	OnLinkChange(f func(peer int, up bool))
+	// LinkUp reports whether the link to peer is up at this moment (a
+	// call to it would not wait for the link).
+	LinkUp(peer int) bool
 }
 
 // ErrConnLost is wrapped by Transport errors after which the far end may

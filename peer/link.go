@@ -123,6 +123,20 @@ func (n *Node) WaitUp(ctx context.Context, peers []int) error {
 	}
 }
 
+// LinkUp reports whether the link to peer is up now, without creating it:
+// a peer never linked is down.
+func (n *Node) LinkUp(peer int) bool {
+	n.mu.Lock()
+	l := n.links[peer]
+	n.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cc != nil && !l.cc.isDone()
+}
+
 // Links returns the status of every outbound link, ordered by peer.
 func (n *Node) Links() []LinkStatus {
 	n.mu.Lock()

@@ -210,6 +210,11 @@ func (nd *Node) OnLinkChange(f func(peer int, up bool)) {
 	nd.hooks = append(nd.hooks, f)
 }
 
+// LinkUp implements jobnet.Transport: both ends are joined.
+func (nd *Node) LinkUp(peer int) bool {
+	return nd.ctx.Err() == nil && nd.net.Up(peer)
+}
+
 // WaitUp implements jobnet.Transport.
 func (nd *Node) WaitUp(ctx context.Context, peers []int) error {
 	for _, p := range peers {

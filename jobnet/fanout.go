@@ -1,0 +1,247 @@
+package jobnet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultWidth is how many nodes one node passes a fan-out on to. With 8,
+// a job of 10,000 nodes is reached in five hops, and no node sends more
+// than 8 requests (or receives more than one) per fan-out, whatever the
+// job's size.
+const DefaultWidth = 8
+
+// hopKind is the request kind that carries a fan-out one hop down its tree.
+const hopKind = "jobnet.fanout"
+
+// ErrUnreached is wrapped by a fan-out reply of a node that was not
+// reached (its link stayed down, or broke, until the fan-out's context
+// ended), as opposed to a *RemoteError: the node was reached and said no.
+var ErrUnreached = errors.New("not reached")
+
+// Reply is one node's answer to a fan-out: the handler's result, or why
+// there is none (a *RemoteError, or an error wrapping ErrUnreached).
+type Reply struct {
+	Result json.RawMessage
+	Err    error
+}
+
+// Decode decodes the result into resp (unless resp is nil), or returns
+// the reply's error.
+func (r Reply) Decode(resp any) error {
+	if r.Err != nil || resp == nil {
+		return r.Err
+	}
+	return json.Unmarshal(r.Result, resp)
+}
+
+// hop is a fan-out on its way: the request as its origin sent it, and the
+// nodes below the receiver, whom it passes the request on to.
+type hop struct {
+	Origin int             `json:"o"`
+	Kind   string          `json:"k"`
+	Req    json.RawMessage `json:"q"`
+	Below  []int           `json:"b,omitempty"`
+	// Budget is how long the sender still waits for the answer; zero
+	// means as long as the receiver's own context lasts.
+	Budget time.Duration `json:"t,omitempty"`
+}
+
+// Check refuses a hop that would loop or name no request.
+func (h hop) Check() error {
+	if h.Kind == "" || h.Kind == hopKind {
+		return fmt.Errorf("fan-out of request kind %q", h.Kind)
+	}
+	for _, n := range h.Below {
+		if n < 0 {
+			return fmt.Errorf("fan-out to node %d", n)
+		}
+	}
+	return nil
+}
+
+// hopAnswer is every node's answer below (and including) a hop's receiver.
+type hopAnswer struct {
+	Answers map[int]envelope `json:"a"`
+}
+
+// SetWidth sets how many nodes this node passes a fan-out on to (at least
+// 1); every node of a job may use its own.
+func (m *Mux) SetWidth(w int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.width = max(1, w)
+}
+
+// Fanout sends req as a request of kind to every node of nodes (this one
+// too, if listed, answered here) and returns every node's reply, once each
+// has answered or failed, or ctx ended.
+//
+// The request travels along a tree rooted at this node: it calls at most
+// Width nodes, each of which passes it on to its part of the rest, and
+// answers come back the same way, so the cost per node does not grow with
+// the job. A node whose link is down is called alone (waiting for it as
+// Call does) while its part of the tree is served from the node above it;
+// a hop that breaks mid-way is handled alike. So a node may receive the
+// same request twice: only idempotent requests may fan out. Handlers see
+// the origin, not the node that passed the request on, as from.
+func (m *Mux) Fanout(ctx context.Context, nodes []int, kind string, req any) map[int]Reply {
+	out := make(map[int]Reply, len(nodes))
+	body, err := json.Marshal(req)
+	if err != nil {
+		for _, n := range nodes {
+			out[n] = Reply{Err: fmt.Errorf("%s to node %d: %w", kind, n, err)}
+		}
+		return out
+	}
+	for n, env := range m.spread(ctx, m.self, kind, body, nodes) {
+		out[n] = m.reply(kind, n, env)
+	}
+	return out
+}
+
+// reply turns the envelope a fan-out brought back from node n into a Reply.
+func (m *Mux) reply(kind string, n int, env envelope) Reply {
+	switch {
+	case env.Unreached:
+		return Reply{Err: fmt.Errorf("%s to node %d: %w: %s", kind, n, ErrUnreached, env.Err)}
+	case env.Failed:
+		return Reply{Err: &RemoteError{Node: n, Kind: kind, Msg: env.Err, Code: env.Code, err: errOfCode(m.codes, env.Code)}}
+	}
+	return Reply{Result: env.Result}
+}
+
+// spread serves a fan-out at one node: the request runs here if this node
+// is among nodes, and the others are split into at most Width parts, each
+// passed to its first node to carry on.
+func (m *Mux) spread(ctx context.Context, origin int, kind string, body []byte, nodes []int) map[int]envelope {
+	var mu sync.Mutex
+	out := make(map[int]envelope, len(nodes))
+	put := func(n int, env envelope) {
+		mu.Lock()
+		defer mu.Unlock()
+		out[n] = env
+	}
+	var others []int
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		switch {
+		case n == m.self:
+			wg.Go(func() {
+				res, err := m.dispatch(ctx, origin, kind, body)
+				put(n, seal(m.codes, res, err))
+			})
+		case !slices.Contains(others, n):
+			others = append(others, n)
+		}
+	}
+	for _, part := range m.split(others) {
+		wg.Go(func() { m.pass(ctx, origin, kind, body, part, put) })
+	}
+	wg.Wait()
+	return out
+}
+
+// split cuts nodes into at most Width contiguous parts of nearly equal
+// size.
+func (m *Mux) split(nodes []int) [][]int {
+	m.mu.RLock()
+	w := m.width
+	m.mu.RUnlock()
+	var parts [][]int
+	for i := range min(w, len(nodes)) {
+		lo, hi := i*len(nodes)/min(w, len(nodes)), (i+1)*len(nodes)/min(w, len(nodes))
+		parts = append(parts, nodes[lo:hi])
+	}
+	return parts
+}
+
+// pass hands part of a fan-out to its first node, which carries it to the
+// rest. When that node's link is down, or the hop fails, the rest is
+// served from here while the first node is tried alone.
+func (m *Mux) pass(ctx context.Context, origin int, kind string, body []byte, part []int, put func(int, envelope)) {
+	head, below := part[0], part[1:]
+	h := hop{Origin: origin, Kind: kind, Req: body, Below: below}
+	tr := m.transport()
+	if tr == nil {
+		for _, n := range part {
+			put(n, unreached(ErrNoTransport))
+		}
+		return
+	}
+	if len(below) > 0 && tr.LinkUp(head) {
+		var ans hopAnswer
+		err := m.Call(ctx, head, hopKind, h.budgeted(ctx), &ans)
+		if err == nil {
+			for _, n := range part {
+				env, ok := ans.Answers[n]
+				if !ok {
+					env = unreached(fmt.Errorf("no answer by way of node %d", head))
+				}
+				put(n, env)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			for _, n := range part {
+				put(n, unreached(err))
+			}
+			return
+		}
+	}
+	var wg sync.WaitGroup
+	if len(below) > 0 {
+		wg.Go(func() {
+			for n, env := range m.spread(ctx, origin, kind, body, below) {
+				put(n, env)
+			}
+		})
+	}
+	h.Below = nil
+	var ans hopAnswer
+	err := m.CallRetrying(ctx, head, hopKind, h.budgeted(ctx), &ans)
+	env, ok := ans.Answers[head]
+	switch {
+	case err != nil:
+		env = unreached(err)
+		if IsRemote(err) {
+			env = seal(m.codes, nil, err)
+		}
+	case !ok:
+		env = unreached(fmt.Errorf("node %d gave no answer of its own", head))
+	}
+	put(head, env)
+	wg.Wait()
+}
+
+// budgeted returns h with the time its sender still waits.
+func (h hop) budgeted(ctx context.Context) hop {
+	if dl, ok := ctx.Deadline(); ok {
+		h.Budget = max(time.Until(dl), time.Millisecond)
+	}
+	return h
+}
+
+// handleHop serves a fan-out that reached this node: it runs here and goes
+// on to the nodes below, and the answers of all go back together, before
+// the sender stops waiting (a tenth of its budget is kept for the way
+// back).
+func (m *Mux) handleHop(ctx context.Context, from int, h hop) (any, error) {
+	if h.Budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.Budget-h.Budget/10)
+		defer cancel()
+	}
+	nodes := append([]int{m.self}, h.Below...)
+	return hopAnswer{Answers: m.spread(ctx, h.Origin, h.Kind, h.Req, nodes)}, nil
+}
+
+// unreached is the envelope of a node that could not be reached.
+func unreached(err error) envelope {
+	return envelope{Failed: true, Unreached: true, Err: err.Error()}
+}
