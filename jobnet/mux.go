@@ -24,7 +24,7 @@ type Mux struct {
 
 	mu       sync.RWMutex
 	handlers map[string]Handler
-	width    int // of fan-outs (Fanout)
+	width    int       // of fan-outs (Fanout)
 	tr       Transport // nil in a job of one node
 	local    localStreams
 }
