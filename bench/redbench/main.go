@@ -27,6 +27,8 @@ type options struct {
 	link             string   // tc rate each node may receive at, or "" for the bare loopback
 	fetch            bool     // measure a cold fetch from a prefix on disk at the full size
 	disk             string   // where the prefix goes
+	ab               string   // -ab: the scrfs binary B to compare with -bin (A), or ""
+	abSettings       []string // SCRFS_* settings for B's daemons only
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -54,6 +56,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.settings = append(o.settings, v)
 		return nil
 	})
+	fs.StringVar(&o.ab, "ab", "", "compare -bin (A) with this scrfs binary (B): both jobs side by side taking turns round by round, at -size only, no bounds or fetch")
+	fs.Func("ab-set", "with -ab, a setting SCRFS_SECTION_KEY=VALUE (repeatable) for B's daemons only, e.g. to compare settings with -ab set to the -bin binary", func(v string) error {
+		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
+			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
+		}
+		o.abSettings = append(o.abSettings, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -75,6 +85,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.rounds < 1 {
 		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
+	}
+	if len(o.abSettings) > 0 && o.ab == "" {
+		return o, fmt.Errorf("-ab-set needs -ab")
 	}
 	return o, nil
 }
@@ -139,6 +152,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer unshape()
+	}
+	if o.ab != "" {
+		return runAB(ctx, b, schemes, stdout)
 	}
 	sizes := []int64{o.size}
 	if o.small > 0 {
