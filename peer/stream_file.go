@@ -32,6 +32,9 @@ const spliceChunk = 1 << 20
 // fallbackBuf is the bounce buffer of the copy fallback.
 const fallbackBuf = 256 << 10
 
+// splice is unix.Splice; tests replace it to make the kernel refuse.
+var splice = unix.Splice
+
 // FileIO names the data path a stream's RecvToFile calls used: "kernel"
 // (splice), "copy" (the kernel refused and the stream fell back to read and
 // write), or "" before any.
@@ -245,7 +248,7 @@ func (s *Stream) spliceIn(f *os.File, off int64, n int) (int, error) {
 		var serr error
 		rerr := rc.Read(func(fd uintptr) bool {
 			for {
-				k, err := unix.Splice(int(fd), nil, s.pipe[1], nil, min(n-done, spliceChunk), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				k, err := splice(int(fd), nil, s.pipe[1], nil, min(n-done, spliceChunk), unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 				switch {
 				case err == unix.EAGAIN:
 					return false
@@ -269,7 +272,7 @@ func (s *Stream) spliceIn(f *os.File, off int64, n int) (int, error) {
 		// Pipe → file: the file side never blocks for long (a local file).
 		for got > 0 {
 			o := off + int64(done)
-			k, err := unix.Splice(s.pipe[0], nil, dst, &o, got, unix.SPLICE_F_MOVE)
+			k, err := splice(s.pipe[0], nil, dst, &o, got, unix.SPLICE_F_MOVE)
 			if err == unix.EINTR {
 				continue
 			}
