@@ -7,11 +7,11 @@ import (
 )
 
 // TestZeroCopyMatchesCopy encodes and rebuilds every scheme on the
-// zero-copy path (mapped reads; links with the optional Conn extensions, so
-// PARTNER copies take the splice protocol) and with it forced off, and
-// checks that both write byte-identical redundancy files and rebuild the
-// same files. Files are small next to the piece size's multiples, so pieces
-// both lie inside one file (mapped) and span files (copied).
+// zero-copy path (links with the optional Conn extensions, so PARTNER
+// copies take the splice protocol) and with it forced off, and checks that
+// both write byte-identical redundancy files and rebuild the same files.
+// Files are small next to the piece size's multiples, so pieces both lie
+// inside one file (their CRC comes with the read) and span files.
 func TestZeroCopyMatchesCopy(t *testing.T) {
 	for _, p := range []Params{
 		{Kind: Partner, Size: 4, Replicas: 2},
