@@ -121,6 +121,17 @@ func (l *logicalFile) locate(off int64) int {
 	return sort.Search(len(l.starts), func(i int) bool { return l.starts[i]+l.sizes[i] > off })
 }
 
+// within returns the file that holds all of the logical bytes [off,
+// off+n) and where they start in it, or ok false when they span files or
+// reach into the padding.
+func (l *logicalFile) within(off int64, n int) (i int, in int64, ok bool) {
+	i = l.locate(off)
+	if n <= 0 || i >= len(l.starts) || off+int64(n) > l.starts[i]+l.sizes[i] {
+		return 0, 0, false
+	}
+	return i, off - l.starts[i], true
+}
+
 // readAt fills p with the logical bytes at off, zeros past the end.
 func (l *logicalFile) readAt(p []byte, off int64) error {
 	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
@@ -153,8 +164,7 @@ func (l *logicalFile) readAt(p []byte, off int64) error {
 // their CRC32C, which the CRC tracker needed anyway.
 func (l *logicalFile) piece(off int64, n int, buf []byte) (span, error) {
 	p := buf[frameLen : frameLen+n]
-	if i := l.locate(off); l.crcs != nil && n > 0 && i < len(l.starts) && off+int64(n) <= l.starts[i]+l.sizes[i] {
-		in := off - l.starts[i]
+	if i, in, ok := l.within(off, n); ok && l.crcs != nil {
 		f, err := l.file(i)
 		if err != nil {
 			return span{}, err
