@@ -49,21 +49,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.disk, "disk", "/tmp", "directory on disk for the prefix of -fetch")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
-	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
-		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
-			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
-		}
-		o.settings = append(o.settings, v)
-		return nil
-	})
+	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", settingFlag(&o.settings))
 	fs.StringVar(&o.ab, "ab", "", "compare -bin (A) with this scrfs binary (B): both jobs side by side taking turns round by round, at -size only, no bounds or fetch")
-	fs.Func("ab-set", "with -ab, a setting SCRFS_SECTION_KEY=VALUE (repeatable) for B's daemons only, e.g. to compare settings with -ab set to the -bin binary", func(v string) error {
-		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
-			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
-		}
-		o.abSettings = append(o.abSettings, v)
-		return nil
-	})
+	fs.Func("ab-set", "with -ab, a setting SCRFS_SECTION_KEY=VALUE (repeatable) for B's daemons only, e.g. to compare settings with -ab set to the -bin binary", settingFlag(&o.abSettings))
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,6 +78,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-ab-set needs -ab")
 	}
 	return o, nil
+}
+
+// settingFlag parses a repeatable SCRFS_SECTION_KEY=VALUE flag into dst.
+func settingFlag(dst *[]string) func(string) error {
+	return func(v string) error {
+		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
+			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
+		}
+		*dst = append(*dst, v)
+		return nil
+	}
 }
 
 func main() {
