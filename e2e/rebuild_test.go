@@ -113,6 +113,8 @@ type rebuildCase struct {
 
 var rebuildCases = []rebuildCase{
 	{"partner", 4, []string{"SCRFS_REDUNDANCY_SCHEME=partner"}, [][]int{{1}, {2}}},
+	// The copy path (what a kernel that refuses splice falls back to).
+	{"partner-copy", 4, []string{"SCRFS_REDUNDANCY_SCHEME=partner", "SCRFS_ZEROCOPY=0"}, [][]int{{3}}},
 	{"xor", 4, []string{"SCRFS_REDUNDANCY_SCHEME=xor"}, [][]int{{2}, {0}}},
 	{"rs", 5, []string{"SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2"}, [][]int{{1, 3}, {0}}},
 }

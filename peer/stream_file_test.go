@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStreamFileTransfer moves frames between files and streams every way
@@ -202,4 +204,78 @@ func TestStreamLowWaterMarkTrickle(t *testing.T) {
 		t.Fatalf("head %d", head[0])
 	}
 	checkPattern(t, got, 3, make([]byte, n))
+}
+
+// TestStreamFileFallback: where the kernel refuses to splice — from the
+// socket into the pipe, or from the pipe into the file once bytes are in
+// the pipe — RecvToFile falls back to reads and writes within the same
+// frame, loses no byte, and FileIO says "copy".
+func TestStreamFileFallback(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// refuse reports whether a splice from in (nil offset: the socket
+		// or the pipe's read end) should fail; into says whether it is the
+		// pipe → file half.
+		refuse func(into bool, calls int) bool
+	}{
+		{"socket to pipe", func(into bool, calls int) bool { return !into }},
+		{"pipe to file", func(into bool, calls int) bool { return into && calls > 1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var calls int
+			splice = func(rfd int, roff *int64, wfd int, woff *int64, n int, flags int) (int64, error) {
+				into := woff != nil
+				if into {
+					calls++
+				}
+				if c.refuse(into, calls) {
+					return 0, unix.EINVAL
+				}
+				return unix.Splice(rfd, roff, wfd, woff, n, flags)
+			}
+			t.Cleanup(func() { splice = unix.Splice })
+
+			nodes := startCluster(t, 2, nil)
+			so, sa := streamPair(t, nodes[0], nodes[1], "fallback")
+			ctx := ctxTimeout(t, 20*time.Second)
+			out, err := os.OpenFile(filepath.Join(t.TempDir(), "dst"), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			const piece, n = 1<<20 + 77, 5
+			src := make([]byte, piece*n)
+			pattern(src, 11)
+			errc := make(chan error, 1)
+			go func() {
+				for i := range n {
+					if err := so.SendParts(ctx, []byte{byte(i)}, src[i*piece:(i+1)*piece]); err != nil {
+						errc <- err
+						return
+					}
+				}
+				errc <- nil
+			}()
+			head := make([]byte, 1)
+			for i := range n {
+				got, err := sa.RecvToFile(ctx, head, out, int64(i*piece), piece)
+				if err != nil || &got[0] != &head[0] || got[0] != byte(i) {
+					t.Fatalf("piece %d: %v, %v", i, got, err)
+				}
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			dst := make([]byte, len(src))
+			if _, err := out.ReadAt(dst, 0); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(dst, src) {
+				t.Fatal("file bytes differ after the fallback")
+			}
+			if sa.FileIO() != "copy" {
+				t.Errorf("FileIO %q, want copy", sa.FileIO())
+			}
+		})
+	}
 }

@@ -1,6 +1,9 @@
 package schemes
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // maxFreePerSize bounds how many idle buffers of one size a Buffers keeps.
 const maxFreePerSize = 1024
@@ -30,7 +33,23 @@ func (b *Buffers) get(size, n int) []byte {
 		return buf[:n]
 	}
 	b.mu.Unlock()
-	return make([]byte, n, size)
+	return alignedBuf(size)[:n]
+}
+
+// payloadAlign is the alignment of the byte at offset frameLen of every
+// buffer the pool makes, where a message's payload starts. The kernel
+// copies file pages into a destination that starts a few bytes into a
+// cache line (buf+8) at a third of the speed it copies them to an aligned
+// one: pread of tmpfs pages into buf+8 measured 100-120 ms per 256 MiB,
+// into an aligned buffer 30-35 ms, on the project's AMD EPYC VM.
+const payloadAlign = 64
+
+// alignedBuf returns a buffer of length and capacity size whose byte at
+// offset frameLen is payloadAlign-aligned.
+func alignedBuf(size int) []byte {
+	b := make([]byte, size+payloadAlign)
+	o := int(uintptr(payloadAlign)-uintptr(unsafe.Pointer(&b[frameLen]))%payloadAlign) % payloadAlign
+	return b[o : o+size : o+size]
 }
 
 // put returns buf for reuse; the caller must not touch it afterwards.

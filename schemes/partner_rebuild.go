@@ -77,22 +77,23 @@ func (b *rebuilder) partner(s *session) error {
 		}
 		for _, prov := range provs {
 			fns = append(fns, func() error {
+				rbuf := s.pool.get(0)
+				defer func() { s.pool.put(rbuf) }()
 				for _, st := range byProvider[prov] {
-					var off int64
-					sink := func(p []byte) error {
+					length := b.metas[st.source].Logical
+					for o := 0; o < pieces(length, piece); o++ {
+						off := int64(o) * int64(piece)
+						ln := int(min(int64(piece), length-off))
 						var err error
 						if st.seg < 0 {
-							err = b.lw.writeAt(p, off)
+							rbuf, err = s.recvToLogical(prov, uint32(o), ln, b.lw, off, rbuf)
 						} else {
-							trackers[st.source].track(p, off)
-							err = b.w.write(st.seg, p)
+							rbuf, err = s.recvToCopy(prov, uint32(o), ln, b.w, st.seg, trackers[st.source], off, rbuf)
 						}
-						off += int64(len(p))
-						s.addProgress(int64(len(p)))
-						return err
-					}
-					if err := receiveStream(s, prov, b.metas[st.source].Logical, piece, sink); err != nil {
-						return err
+						if err != nil {
+							return err
+						}
+						s.addProgress(int64(ln))
 					}
 				}
 				return nil
@@ -153,8 +154,11 @@ func (b *rebuilder) sendStream(s *session, st pstream, piece int) error {
 			return err
 		}
 		s.addProgress(int64(ln))
-		frame(buf, msgData, uint32(o))
-		if err := s.enqueue(st.target, buf, func() { s.pool.put(buf) }); err != nil {
+		// On the zero-copy path the piece carries its CRC32C, so the lost
+		// member can splice it into its file unseen (recvToLogical,
+		// recvToCopy); sendPiece frames it either way.
+		pc := span{buf: buf[:frameLen+ln]}
+		if err := s.sendPiece([]int{st.target}, uint32(o), pc, func() { s.pool.put(buf) }); err != nil {
 			return err
 		}
 	}

@@ -137,6 +137,14 @@ func (w *redWriter) at(i, n int) (int64, error) {
 	return preambleSize + s.seg.Offset + s.written, nil
 }
 
+// canSplice reports whether the next n bytes of segment i can take a CRC32C
+// computed by someone else (spliced): they must start a block and not
+// exceed it, since the trailer holds one CRC per block.
+func (w *redWriter) canSplice(i, n int) bool {
+	s := &w.segs[i]
+	return s.crc.curLen == 0 && int64(n) <= s.crc.bs
+}
+
 // spliced records that n bytes whose CRC32C is crc were written to segment
 // i at w.at(i, n) by someone else (a splice from the network).
 func (w *redWriter) spliced(i, n int, crc uint32) error {

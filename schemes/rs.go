@@ -1,7 +1,6 @@
 package schemes
 
 import (
-	"crypto/subtle"
 	"fmt"
 
 	"github.com/klauspost/reedsolomon"
@@ -48,14 +47,27 @@ func newRS(p Params) (reedsolomon.Encoder, error) {
 	return enc, nil
 }
 
-// rsEncode computes this member's k checksum chunks. A producer goroutine
-// walks this member's data rows in redset's step order (r+p-1 down to r+k),
-// computes the piece's contribution to all k checksums of the row at once
-// with EncodeIdx, and sends contribution i to its holder. The consumer (this
-// goroutine) receives, at the same step, the k contributions to its own
-// checksums, XORs them in, and writes each finished piece. Each link carries
-// at most one message per step and both sides walk steps in the same order,
-// so fixed-order receives cannot deadlock.
+// rsEncode computes this member's k checksum chunks. Each row's checksums
+// are summed along a chain, as XOR's parity is: row j's data comes from
+// members j+1 … j+p−k (the k members before them hold its checksums), so
+// the first of them computes its contribution to all k checksums with
+// EncodeIdx, and each next one receives those k partial sums from its left
+// neighbour and adds its own into them (EncodeIdx accumulates), until the
+// last sends checksum i, finished, to its holder j−i, which is one of its k
+// right neighbours. At step t of a piece this member is the (t+1)-th
+// contributor of row r−1−t; after its p−k steps it receives its own k
+// finished checksums, of rows r … r+k−1, from the members 1 … k to its
+// left, and stores them. The chain moves as many bytes as sending every
+// contribution straight to its holders (redset's way, which the files
+// match byte for byte), but the sums are built inside EncodeIdx: no
+// separate XOR pass at the holders, and buffers zeroed only where a chain
+// starts.
+//
+// Every link carries its messages in the order both ends walk (piece,
+// step, checksum); a member finishes a piece, its finished checksums
+// received, before it sends anything of the next, and like XOR's ring it
+// only ever waits on members to its left, so fixed-order receives cannot
+// deadlock.
 func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redWriter) error {
 	size, k := p.Size, p.Parity
 	enc, err := newRS(p)
@@ -65,12 +77,16 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 	piece := p.pieceSize()
 	n := pieces(chunk, piece)
 	steps := size - k
+	left := layout.Left(size, r)
 	pieceLen := func(o int) int { return int(min(int64(piece), chunk-int64(o)*int64(piece))) }
+	tag := func(o, i int) uint32 { return uint32(o*k + i) }
 
+	// The reader produces this member's data in the order the chain uses
+	// it: for each piece, rows r−1, r−2, …, r−(p−k).
 	pf := startPrefetch(s.ctx, n*steps, 4, s.pool, func(i int, buf []byte) (span, error) {
-		o, st := i/steps, size-1-i%steps
+		o, t := i/steps, i%steps
 		ln := pieceLen(o)
-		row := mod(r+st, size)
+		row := mod(r-1-t, size)
 		off := int64(rsDataIndex(r, row, size, k))*chunk + int64(o)*int64(piece)
 		pc, err := lr.piece(off, ln, buf)
 		if err != nil {
@@ -81,88 +97,67 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 	})
 	defer pf.close()
 
-	produce := func() error {
-		parity := make([][]byte, k)
-		limit := newInflight(s, 4*k)
-		for i := 0; i < n*steps; i++ {
-			o, st := i/steps, size-1-i%steps
-			row := mod(r+st, size)
+	sums := make([][]byte, k) // the k partial sums in hand, frame room in front
+	parity := make([][]byte, k)
+	rbuf := s.pool.get(0)
+	defer func() { s.pool.put(rbuf) }()
+	for o := 0; o < n; o++ {
+		ln := pieceLen(o)
+		for t := 0; t < steps; t++ {
 			pc, err := pf.next(s.ctx)
 			if err != nil {
 				return err
 			}
-			data := pc.payload()
-			bufs := make([][]byte, k)
-			for c := range bufs {
-				if err := limit.acquire(); err != nil {
+			for i := range sums {
+				if t == 0 {
+					sums[i] = s.pool.get(frameLen + ln)
+					clear(sums[i][frameLen:])
+					continue
+				}
+				msg, err := s.recv(left, msgData, tag(o, i), s.pool.get(0), ln)
+				if err != nil {
+					pf.release(pc)
+					for _, b := range sums[:i] {
+						s.pool.put(b)
+					}
 					return err
 				}
-				bufs[c] = s.pool.get(frameLen + len(data))
-				parity[c] = bufs[c][frameLen:]
-				clear(parity[c])
+				sums[i] = msg
 			}
-			err = enc.EncodeIdx(data, r, parity)
+			for i, b := range sums {
+				parity[i] = b[frameLen : frameLen+ln]
+			}
+			err = enc.EncodeIdx(pc.payload(), r, parity)
 			pf.release(pc)
 			if err != nil {
 				return fmt.Errorf("reed-solomon encode: %w", err)
 			}
-			for c, b := range bufs {
-				frame(b, msgData, uint32(o))
-				if err := s.enqueue(layout.RSHolder(size, row, c), b, func() { s.pool.put(b); limit.release() }); err != nil {
+			for i, b := range sums {
+				// Partial sums go right; the last contributor sends
+				// checksum i of row r−p+k to its holder, r+k−i.
+				to := layout.Right(size, r)
+				if t == steps-1 {
+					to = mod(r+k-i, size)
+				}
+				frame(b, msgData, tag(o, i))
+				if err := s.enqueue(to, b, func() { s.pool.put(b) }); err != nil {
 					return err
 				}
 			}
 		}
-		return nil
-	}
-
-	consume := func() error {
-		// acc[c] accumulates checksum c with frame room in front: the first
-		// contribution of each piece is received straight into it, which
-		// saves clearing it and one XOR pass.
-		acc := make([][]byte, k)
-		for c := range acc {
-			acc[c] = s.pool.get(frameLen + piece)
+		// This member's checksum i (of row r+i) comes finished from that
+		// row's last contributor, r+i+p−k: k−i members to the left.
+		for i := 0; i < k; i++ {
+			msg, err := s.recv(mod(r-(k-i), size), msgData, tag(o, i), rbuf, ln)
+			if err != nil {
+				return err
+			}
+			rbuf = msg
+			if err := w.write(i, msg[frameLen:]); err != nil {
+				return err
+			}
+			s.addProgress(int64(ln))
 		}
-		rbuf := s.pool.get(0)
-		defer func() {
-			for _, a := range acc {
-				s.pool.put(a)
-			}
-			s.pool.put(rbuf)
-		}()
-		for o := 0; o < n; o++ {
-			ln := pieceLen(o)
-			for st := size - 1; st >= k; st-- {
-				for c := 0; c < k; c++ {
-					src := mod(r-st+c, size)
-					if st == size-1 {
-						msg, err := s.recv(src, msgData, uint32(o), acc[c][:0], ln)
-						if err != nil {
-							return err
-						}
-						if &msg[0] != &acc[c][0] { // the transport did not reuse it
-							copy(acc[c][:frameLen+ln], msg)
-						}
-						continue
-					}
-					msg, err := s.recv(src, msgData, uint32(o), rbuf, ln)
-					if err != nil {
-						return err
-					}
-					rbuf = msg
-					sum := acc[c][frameLen : frameLen+ln]
-					subtle.XORBytes(sum, sum, msg[frameLen:])
-				}
-			}
-			for c := range acc {
-				if err := w.write(c, acc[c][frameLen:frameLen+ln]); err != nil {
-					return err
-				}
-				s.addProgress(int64(ln))
-			}
-		}
-		return nil
 	}
-	return s.group(produce, consume)
+	return nil
 }

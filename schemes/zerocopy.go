@@ -20,8 +20,11 @@ import (
 //
 // Reading checkpoint files through mappings instead of pread was measured
 // and is not used: on the paravirtualised 2-core VM the project is measured
-// on, page-table work made encodes cost 1.4-1.8x the CPU of pread copies
-// (docs/formats-redundancy.md has the numbers).
+// on, mapping the pages cost more than copying them into an aligned buffer
+// (CRC32C of 256 MiB of tmpfs: 68-84 ms mapped, 51 ms with pread; an XOR
+// step over it: 112-123 ms mapped, 83-123 ms with pread). What did pay was
+// aligning the buffers pread copies into (Buffers); bench/README.md's
+// redbench notes have the profiles.
 
 // Data path names, as Result.Path and ActivePath report them.
 const (

@@ -7,11 +7,11 @@ import (
 )
 
 // TestZeroCopyMatchesCopy encodes and rebuilds every scheme on the
-// zero-copy path (mapped reads; links with the optional Conn extensions, so
-// PARTNER copies take the splice protocol) and with it forced off, and
-// checks that both write byte-identical redundancy files and rebuild the
-// same files. Files are small next to the piece size's multiples, so pieces
-// both lie inside one file (mapped) and span files (copied).
+// zero-copy path (links with the optional Conn extensions, so PARTNER
+// copies take the splice protocol) and with it forced off, and checks that
+// both write byte-identical redundancy files and rebuild the same files.
+// Files are small next to the piece size's multiples, so pieces both lie
+// inside one file (their CRC comes with the read) and span files.
 func TestZeroCopyMatchesCopy(t *testing.T) {
 	for _, p := range []Params{
 		{Kind: Partner, Size: 4, Replicas: 2},
@@ -110,5 +110,37 @@ func TestActivePath(t *testing.T) {
 	}
 	if got := ActivePath(WithZeroCopy(true)); got != PathZeroCopy {
 		t.Errorf("ActivePath(on) = %q", got)
+	}
+}
+
+// TestZeroCopyMixedRebuild: a PARTNER rebuild where the lost member and
+// its providers disagree on the path restores the same files and the same
+// redundancy file either way round (a provider on the copy path sends
+// plain pieces, which a zero-copy lost member receives whole).
+func TestZeroCopyMixedRebuild(t *testing.T) {
+	p := Params{Kind: Partner, Size: 4, Replicas: 2, PieceSize: 4096}
+	ts := newTestSet(t, p)
+	for r, d := range ts.dirs {
+		fill(t, d, uint64(r+5), spec{files: 3, maxSize: 30_000, extras: r == 2})
+	}
+	ts.mustEncode(WithZeroCopy(false))
+	ts.mustEncode(WithZeroCopy(false))
+	want, encoded := snapshot(t, ts.dirs[2]), ts.redBytes()[2]
+	for _, lostOn := range []bool{true, false} {
+		ts.lose(2, false)
+		net := newMemNet()
+		net.fileConns = true
+		_, errs := runAllOn(t, net, p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
+			return Rebuild(ctx, p, ts.member(r), []int{2}, links, WithZeroCopy((r == 2) == lostOn))
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("lost member zero copy %v, rank %d: %v", lostOn, r, err)
+			}
+		}
+		compareSnapshots(t, "rebuilt rank 2", want, snapshot(t, ts.dirs[2]))
+		if !bytes.Equal(ts.redBytes()[2], encoded) {
+			t.Errorf("lost member zero copy %v: rebuilt redundancy file differs from the encoded one", lostOn)
+		}
 	}
 }

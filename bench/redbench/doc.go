@@ -8,6 +8,7 @@
 //	                        [-schemes partner,xor,rs] [-replicas 1] [-parity 2]
 //	                        [-dir /dev/shm] [-bin PATH] [-rebuild=true] [-fetch=true]
 //	                        [-disk /tmp] [-v]
+//	go run ./bench/redbench -bin A -ab B [-ab-set SCRFS_…=…] [-size 256MiB] [-rounds 6] …
 //
 // It builds cmd/scrfs, starts -nodes daemons on 127.0.0.1, 127.0.0.2, … as
 // separate processes (one redundancy set, caches and control directories
@@ -50,4 +51,10 @@
 // bytes. At the end it prints one table per question and the ratios the
 // project's targets are stated in. The run fails (exit 1) when a dataset is
 // degraded, a rebuild does not finish or a rebuilt file's sum differs.
+//
+// With -ab it compares two builds (or, with -ab-set, two settings) instead:
+// a job of daemons for each, side by side, taking turns round by round
+// (encodes, then rebuilds), and prints both sides' medians and the median
+// of the per-round ratios B ÷ A, which a load that others vary on a shared
+// machine moves far less than it moves two separate runs.
 package main

@@ -25,6 +25,8 @@ type options struct {
 	link             string   // tc rate each node may receive at, or "" for the bare loopback
 	fetch            bool     // measure a cold fetch from a prefix on disk at the full size
 	disk             string   // where the prefix goes
+	ab               string   // -ab: the scrfs binary B to compare with -bin (A), or ""
+	abSettings       []string // SCRFS_* settings for B's daemons only
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -46,6 +48,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
 	job.SettingsFlag(fs, &o.settings)
+	fs.StringVar(&o.ab, "ab", "", "compare -bin (A) with this scrfs binary (B): both jobs side by side taking turns round by round, at -size only, no bounds or fetch")
+	job.SettingFlag(fs, "ab-set", "with -ab, a setting SCRFS_SECTION_KEY=VALUE (repeatable) for B's daemons only, e.g. to compare settings with -ab set to the -bin binary", &o.abSettings)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -67,6 +71,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.rounds < 1 {
 		return o, fmt.Errorf("-rounds %d: want at least 1", o.rounds)
+	}
+	if len(o.abSettings) > 0 && o.ab == "" {
+		return o, fmt.Errorf("-ab-set needs -ab")
 	}
 	return o, nil
 }
@@ -117,6 +124,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer unshape()
+	}
+	if o.ab != "" {
+		return runAB(ctx, b, schemes, stdout)
 	}
 	sizes := []int64{o.size}
 	if o.small > 0 {

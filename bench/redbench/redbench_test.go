@@ -196,3 +196,21 @@ func TestFetchFlagsAndTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestABFlags: -ab takes B's binary, -ab-set B's own settings (and only
+// with -ab); the report's ratio is the median of per-round pairs.
+func TestABFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-ab", "/tmp/b", "-ab-set", "SCRFS_REDUNDANCY_PIECE_SIZE=1MiB", "-ab-set", "SCRFS_ZEROCOPY=0"}, io.Discard)
+	if err != nil || o.ab != "/tmp/b" || len(o.abSettings) != 2 || o.abSettings[1] != "SCRFS_ZEROCOPY=0" {
+		t.Fatalf("parseFlags: %+v, %v", o, err)
+	}
+	if _, err := parseFlags([]string{"-ab-set", "SCRFS_ZEROCOPY=0"}, io.Discard); err == nil {
+		t.Error("-ab-set without -ab accepted")
+	}
+	if _, err := parseFlags([]string{"-ab", "/tmp/b", "-ab-set", "ZEROCOPY=0"}, io.Discard); err == nil {
+		t.Error("-ab-set without the SCRFS_ prefix accepted")
+	}
+	if got := median([]float64{3, 1, 2, 10}); got != 2.5 {
+		t.Errorf("median = %v, want 2.5", got)
+	}
+}

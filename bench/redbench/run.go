@@ -100,54 +100,20 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 	}
 	var last string
 	for r := 0; r <= b.o.rounds; r++ {
-		name := fmt.Sprintf("ckpt.%d", r)
-		w0, err := c.Usage()
+		rd, err := b.encodeRound(ctx, c, mounts, sch, size, r, "")
 		if err != nil {
 			res.err = err
 			return res
 		}
-		self0 := selfCPU()
-		t0 := time.Now()
-		if err := b.pay.writeAll(mounts, name, size); err != nil {
-			res.err = err
-			return res
-		}
-		wrote := time.Since(t0)
-		self1 := selfCPU()
-		u0, err := c.Usage()
-		if err != nil {
-			res.err = err
-			return res
-		}
-		ttp, prot, err := b.protect(ctx, c, name, size)
-		if err != nil {
-			res.err = err
-			return res
-		}
-		u1, err := c.Usage()
-		if err != nil {
-			res.err = err
-			return res
-		}
-		var sent, enc float64
-		for _, ev := range prot {
-			sent += ev.Num("sent")
-			enc = max(enc, ev.Num("seconds"))
-		}
-		res.sent = sent / float64(len(prot))
-		encode := time.Duration(enc * float64(time.Second))
-		tag := "warm-up"
+		res.sent = rd.sent
 		if r > 0 {
-			tag = fmt.Sprintf("round %d", r)
-			res.ttp = append(res.ttp, ttp)
-			res.encode = append(res.encode, encode)
-			res.used = append(res.used, u1.Sub(u0))
-			res.write = append(res.write, wrote)
-			res.writeCPU = append(res.writeCPU, u0.CPU-w0.CPU+self1-self0)
+			res.ttp = append(res.ttp, rd.ttp)
+			res.encode = append(res.encode, rd.encode)
+			res.used = append(res.used, rd.used)
+			res.write = append(res.write, rd.wrote)
+			res.writeCPU = append(res.writeCPU, rd.writeCPU)
 		}
-		b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
-			sch, job.FormatBytes(size), tag, fmtDur(wrote), fmtDur(ttp), fmtDur(encode), fmtDur(u1.CPU-u0.CPU), u1.Faults-u0.Faults)
-		last = name
+		last = rd.name
 	}
 	for _, n := range c.Nodes {
 		rss, err := n.PeakRSS()
@@ -174,6 +140,66 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 		}
 	}
 	return res
+}
+
+// round is what one checkpoint measured: written through the mounts,
+// then protected.
+type round struct {
+	name     string
+	wrote    time.Duration // writing it through the mounts
+	writeCPU time.Duration // CPU of the daemons and the writers meanwhile
+	ttp      time.Duration // time to protected
+	encode   time.Duration // the longest encode a daemon reported
+	used     job.Usage     // the daemons' CPU and page faults while protecting
+	sent     float64       // bytes a daemon said it sent (mean over nodes)
+}
+
+// encodeRound writes checkpoint ckpt.<r> (r 0 is the warm-up) through the
+// mounts of c, completes it and waits until it is protected, printing a
+// progress line (label, if any, names the job in it).
+func (b *bench) encodeRound(ctx context.Context, c *job.Cluster, mounts []string, sch scheme, size int64, r int, label string) (round, error) {
+	rd := round{name: fmt.Sprintf("ckpt.%d", r)}
+	w0, err := c.Usage()
+	if err != nil {
+		return rd, err
+	}
+	self0 := selfCPU()
+	t0 := time.Now()
+	if err := b.pay.writeAll(mounts, rd.name, size); err != nil {
+		return rd, err
+	}
+	rd.wrote = time.Since(t0)
+	self1 := selfCPU()
+	u0, err := c.Usage()
+	if err != nil {
+		return rd, err
+	}
+	rd.writeCPU = u0.CPU - w0.CPU + self1 - self0
+	ttp, prot, err := b.protect(ctx, c, rd.name, size)
+	if err != nil {
+		return rd, err
+	}
+	u1, err := c.Usage()
+	if err != nil {
+		return rd, err
+	}
+	var sent, enc float64
+	for _, ev := range prot {
+		sent += ev.Num("sent")
+		enc = max(enc, ev.Num("seconds"))
+	}
+	rd.sent = sent / float64(len(prot))
+	rd.ttp, rd.encode, rd.used = ttp, time.Duration(enc*float64(time.Second)), u1.Sub(u0)
+	tag := "warm-up"
+	if r > 0 {
+		tag = fmt.Sprintf("round %d", r)
+	}
+	if label != "" {
+		tag = label + " " + tag
+	}
+	b.progress("%-13s B=%-8s %-8s write %s; protected %s after completion (encode %s, daemons' CPU %s, %d page faults)",
+		sch, job.FormatBytes(size), tag, fmtDur(rd.wrote), fmtDur(ttp), fmtDur(rd.encode), fmtDur(rd.used.CPU), rd.used.Faults)
+	return rd, nil
 }
 
 // bounds measures (a), the scheme's traffic alone over loopback (one
@@ -233,79 +259,89 @@ func (b *bench) protect(ctx context.Context, c *job.Cluster, name string, size i
 	return lastProt.Sub(first), prot, nil
 }
 
+// rebuildRound loses `lost` nodes at once (the r-th set of them), starts
+// their replacements, waits until they rebuilt dataset ds, checks the
+// rebuilt files' sha256 and adds the figures to rr.
+func (b *bench) rebuildRound(ctx context.Context, c *job.Cluster, sch scheme, ds string, size int64, lost, r int, rr *rebuildResult, label string) error {
+	p := len(c.Nodes)
+	timeout := 2*time.Minute + time.Duration(size*int64(lost)/(10<<20))*time.Second
+	var victims []int
+	for j := range lost {
+		victims = append(victims, (r+j+1)%p)
+	}
+	for _, v := range victims {
+		if err := c.Kill(v); err != nil {
+			return fmt.Errorf("wipe node %d: %w", v, err)
+		}
+	}
+	for _, v := range victims {
+		if err := c.Spawn(c.Nodes[v]); err != nil {
+			return err
+		}
+	}
+	var begin, end time.Time
+	var restart time.Duration
+	var ops []string
+	for _, v := range victims {
+		n := c.Nodes[v]
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		st, err := n.Log().Wait(wctx, func(e job.Event) bool { return e.Is("rebuilding dataset", ds) && e.Flag("restoring_here") }, job.OutcomeOf(ds))
+		var done job.Event
+		if err == nil {
+			done, err = n.Log().Wait(wctx, func(e job.Event) bool { return e.Is("dataset rebuilt", ds) && e.Flag("restored_here") }, job.OutcomeOf(ds))
+		}
+		cancel()
+		if err == nil {
+			err = c.Ready(ctx, n)
+		}
+		if err != nil {
+			return fmt.Errorf("rebuild of node %d: %w\n%s", v, err, n.Log().Tail(15))
+		}
+		if begin.IsZero() || st.Time.Before(begin) {
+			begin = st.Time
+		}
+		if done.Time.After(end) {
+			end = done.Time
+		}
+		restart = max(restart, done.Time.Sub(n.Started()))
+		ops = append(ops, fmt.Sprint(st.Attrs["lost"]))
+		rss, err := n.PeakRSS()
+		if err != nil {
+			return err
+		}
+		rr.rss = append(rr.rss, rss)
+	}
+	for _, v := range victims {
+		if err := b.pay.verify(filepath.Join(c.Nodes[v].Mount, ds, fileName(v)), v, size); err != nil {
+			return fmt.Errorf("node %d after rebuild: %w", v, err)
+		}
+		rr.verified++
+	}
+	rr.spans = append(rr.spans, end.Sub(begin))
+	rr.restarts = append(rr.restarts, restart)
+	slices.Sort(ops)
+	seen := strings.Join(slices.Compact(ops), " ")
+	rr.ops = append(rr.ops, seen)
+	tag := ""
+	if label != "" {
+		tag = label + " "
+	}
+	b.progress("%-13s B=%-8s %srebuild of node(s) %v: %s (lost ranks %s), %s from start; sha256 ok",
+		sch, job.FormatBytes(size), tag, victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
+	return nil
+}
+
 // rebuild loses `lost` nodes at once, -rounds times (a different set of
 // nodes each time), and times how long their replacements take to get
 // dataset ds back; each rebuilt file is read through the replacement's
 // mount and checked against its sha256.
 func (b *bench) rebuild(ctx context.Context, c *job.Cluster, sch scheme, ds string, size int64, lost int) *rebuildResult {
 	rr := &rebuildResult{lost: lost}
-	p := len(c.Nodes)
-	timeout := 2*time.Minute + time.Duration(size*int64(lost)/(10<<20))*time.Second
 	for r := range b.o.rounds {
-		var victims []int
-		for j := range lost {
-			victims = append(victims, (r+j+1)%p)
+		if err := b.rebuildRound(ctx, c, sch, ds, size, lost, r, rr, ""); err != nil {
+			rr.err = err
+			return rr
 		}
-		for _, v := range victims {
-			if err := c.Kill(v); err != nil {
-				rr.err = fmt.Errorf("wipe node %d: %w", v, err)
-				return rr
-			}
-		}
-		for _, v := range victims {
-			if err := c.Spawn(c.Nodes[v]); err != nil {
-				rr.err = err
-				return rr
-			}
-		}
-		var begin, end time.Time
-		var restart time.Duration
-		var ops []string
-		for _, v := range victims {
-			n := c.Nodes[v]
-			wctx, cancel := context.WithTimeout(ctx, timeout)
-			st, err := n.Log().Wait(wctx, func(e job.Event) bool { return e.Is("rebuilding dataset", ds) && e.Flag("restoring_here") }, job.OutcomeOf(ds))
-			var done job.Event
-			if err == nil {
-				done, err = n.Log().Wait(wctx, func(e job.Event) bool { return e.Is("dataset rebuilt", ds) && e.Flag("restored_here") }, job.OutcomeOf(ds))
-			}
-			cancel()
-			if err == nil {
-				err = c.Ready(ctx, n)
-			}
-			if err != nil {
-				rr.err = fmt.Errorf("rebuild of node %d: %w\n%s", v, err, n.Log().Tail(15))
-				return rr
-			}
-			if begin.IsZero() || st.Time.Before(begin) {
-				begin = st.Time
-			}
-			if done.Time.After(end) {
-				end = done.Time
-			}
-			restart = max(restart, done.Time.Sub(n.Started()))
-			ops = append(ops, fmt.Sprint(st.Attrs["lost"]))
-			rss, err := n.PeakRSS()
-			if err != nil {
-				rr.err = err
-				return rr
-			}
-			rr.rss = append(rr.rss, rss)
-		}
-		for _, v := range victims {
-			if err := b.pay.verify(filepath.Join(c.Nodes[v].Mount, ds, fileName(v)), v, size); err != nil {
-				rr.err = fmt.Errorf("node %d after rebuild: %w", v, err)
-				return rr
-			}
-			rr.verified++
-		}
-		rr.spans = append(rr.spans, end.Sub(begin))
-		rr.restarts = append(rr.restarts, restart)
-		slices.Sort(ops)
-		seen := strings.Join(slices.Compact(ops), " ")
-		rr.ops = append(rr.ops, seen)
-		b.progress("%-13s B=%-8s rebuild of node(s) %v: %s (lost ranks %s), %s from start; sha256 ok",
-			sch, job.FormatBytes(size), victims, fmtDur(end.Sub(begin)), seen, fmtDur(restart))
 	}
 	return rr
 }

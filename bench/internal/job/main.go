@@ -38,11 +38,17 @@ func Main[O any](name string, parse func(args []string, stderr io.Writer) (O, er
 // SettingsFlag defines -set on fs: an extra daemon setting
 // SCRFS_SECTION_KEY=VALUE, repeatable, appended to settings.
 func SettingsFlag(fs *flag.FlagSet, settings *[]string) {
-	fs.Func("set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", func(v string) error {
+	SettingFlag(fs, "set", "extra daemon setting SCRFS_SECTION_KEY=VALUE (repeatable), e.g. SCRFS_REDUNDANCY_PIECE_SIZE=4MiB", settings)
+}
+
+// SettingFlag defines a repeatable flag name whose values are
+// SCRFS_SECTION_KEY=VALUE settings, appended to dst.
+func SettingFlag(fs *flag.FlagSet, name, usage string, dst *[]string) {
+	fs.Func(name, usage, func(v string) error {
 		if !strings.HasPrefix(v, "SCRFS_") || !strings.Contains(v, "=") {
 			return fmt.Errorf("want SCRFS_SECTION_KEY=VALUE")
 		}
-		*settings = append(*settings, v)
+		*dst = append(*dst, v)
 		return nil
 	})
 }
