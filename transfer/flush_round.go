@@ -230,8 +230,10 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	}
 	f.met.round("flush", msg.OK)
 	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
-	for n, err := range f.o.Mux.CallAll(bctx, f.all(), "flush-done", msg) {
-		log.Warn("could not tell a node how the flush ended", "to", n, "err", err)
+	for n, r := range f.o.Mux.Fanout(bctx, f.all(), "flush-done", msg) {
+		if r.Err != nil {
+			log.Warn("could not tell a node how the flush ended", "to", n, "err", r.Err)
+		}
 	}
 	cancel()
 	f.endRound(r)
@@ -269,30 +271,19 @@ func (f *Flusher) collectParts(ctx context.Context, r *flushRound, created time.
 }
 
 // prepare opens round r on every node, which stops its copies of earlier
-// rounds of the dataset first. A node that cannot be reached within
+// rounds of the dataset first (a fan-out: node 0's messages do not grow
+// with the job). A node that cannot be reached within
 // cluster.connect_timeout fails the round before the prefix is touched.
 func (f *Flusher) prepare(ctx context.Context, r *flushRound) error {
-	msg := prepareMsg{Dataset: r.dataset, Round: r.token}
-	errs := make([]error, f.o.Nodes)
-	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
+	defer cancel()
+	var errs []error
+	replies := f.o.Mux.Fanout(ctx, f.all(), "flush-prepare", prepareMsg{Dataset: r.dataset, Round: r.token})
 	for n := range f.o.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if n != f.self {
-				if err := f.waitLink(ctx, n); err != nil {
-					errs[n] = err
-					return
-				}
-			}
-			cctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
-			defer cancel()
-			if err := f.o.Mux.Call(cctx, n, "flush-prepare", msg, nil); err != nil {
-				errs[n] = fmt.Errorf("node %d did not stop its earlier copy: %w", n, err)
-			}
-		}()
+		if rep := replies[n]; rep.Err != nil {
+			errs = append(errs, fmt.Errorf("node %d did not stop its earlier copy: %w", n, rep.Err))
+		}
 	}
-	wg.Wait()
 	return errors.Join(errs...)
 }
 
