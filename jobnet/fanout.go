@@ -22,7 +22,7 @@ const hopKind = "jobnet.fanout"
 // ErrUnreached is wrapped by a fan-out reply of a node that was not
 // reached (its link stayed down, or broke, until the fan-out's context
 // ended), as opposed to a *RemoteError: the node was reached and said no.
-var ErrUnreached = errors.New("not reached")
+var ErrUnreached = errors.New("unreachable")
 
 // Reply is one node's answer to a fan-out: the handler's result, or why
 // there is none (a *RemoteError, or an error wrapping ErrUnreached).
@@ -109,7 +109,7 @@ func (m *Mux) Fanout(ctx context.Context, nodes []int, kind string, req any) map
 func (m *Mux) reply(kind string, n int, env envelope) Reply {
 	switch {
 	case env.Unreached:
-		return Reply{Err: fmt.Errorf("%s to node %d: %w: %s", kind, n, ErrUnreached, env.Err)}
+		return Reply{Err: fmt.Errorf("node %d %w: %s", n, ErrUnreached, env.Err)}
 	case env.Failed:
 		return Reply{Err: &RemoteError{Node: n, Kind: kind, Msg: env.Err, Code: env.Code, err: errOfCode(m.codes, env.Code)}}
 	}
@@ -241,7 +241,11 @@ func (m *Mux) handleHop(ctx context.Context, from int, h hop) (any, error) {
 	return hopAnswer{Answers: m.spread(ctx, h.Origin, h.Kind, h.Req, nodes)}, nil
 }
 
-// unreached is the envelope of a node that could not be reached.
+// unreached is the envelope of a node that could not be reached, saying
+// why in the transport's words (without the hop's own request kind).
 func unreached(err error) envelope {
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
 	return envelope{Failed: true, Unreached: true, Err: err.Error()}
 }
