@@ -4,14 +4,16 @@
 // passthrough. It prints medians over several rounds (after an untimed
 // warm-up round) and the ratios the project's targets are stated in.
 //
-//	go run ./bench/fsbench [-dir /dev/shm] [-size 1GiB] [-writers 4] [-files 10000] [-rounds 3]
+//	go run ./bench/fsbench [-dir /dev/shm] [-size 1GiB] [-writers 4] [-files 10000] [-tar 5000] [-rounds 3]
 //
 // Workloads: (a) W writers × SIZE sequential, 1 MiB writes, fsync;
 // (b) reading the same back with 1 MiB reads; (c) FILES × 4 KiB files
-// created, written and closed by one thread.
+// created, written and closed by one thread; (d) tar(1) extracting an
+// archive of TAR × 4 KiB files in directories of 100.
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"flag"
 	"fmt"
@@ -25,6 +27,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 var (
@@ -32,6 +36,8 @@ var (
 	sizeArg = flag.String("size", "1GiB", "bytes per writer in (a) and (b)")
 	writers = flag.Int("writers", 4, "parallel writers in (a) and readers in (b)")
 	files   = flag.Int("files", 10000, "small files in (c)")
+	tarN    = flag.Int("tar", 5000, "files in (d)'s archive")
+	wls     = flag.String("workloads", "write,read,small,tar", "comma-separated workloads to run: write (a), read (b, needs write), small (c), tar (d)")
 	rounds  = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
 	only    = flag.String("only", "", "comma-separated targets to run (default all)")
 )
@@ -72,9 +78,22 @@ func main() {
 	for i := range buf {
 		buf[i] = byte(i*7 + 3)
 	}
+	if run("tar") {
+		if _, err := exec.LookPath("tar"); err != nil {
+			log.Fatal("workload tar needs tar(1) (Debian: apt-get install tar), or leave it out of -workloads")
+		}
+		archive = filepath.Join(work, "tree.tar")
+		check(writeArchive(archive, *tarN, buf[:4096]))
+	}
 	results := measureAll(targets, work, size, buf)
 	report(targets, results, size)
 }
+
+// run reports whether workload name is in -workloads.
+func run(name string) bool { return slices.Contains(strings.Split(*wls, ","), name) }
+
+// archive is (d)'s tar file, on the device under test.
+var archive string
 
 // measureAll mounts every target, then runs the rounds round-robin over the
 // targets (round 0 is an untimed warm-up), so slow drifts of this shared
@@ -111,39 +130,66 @@ func measureAll(targets []target, work string, size int64, buf []byte) map[strin
 		for k, v := range samples[tg.name] {
 			out[tg.name][k] = median(v)
 		}
-		m := out[tg.name]
-		fmt.Fprintf(os.Stderr, "%-16s write %6.2f GiB/s  read %6.2f GiB/s  small %8.0f files/s\n",
-			tg.name, m["write"]/(1<<30), m["read"]/(1<<30), m["small"])
+		line := fmt.Sprintf("%-16s", tg.name)
+		for _, k := range []string{"write", "read", "small", "tar"} {
+			if v, ok := out[tg.name][k]; ok && (k == "write" || k == "read") {
+				line += fmt.Sprintf("  %s %6.2f GiB/s", k, v/(1<<30))
+			} else if ok {
+				line += fmt.Sprintf("  %s %8.0f files/s", k, v)
+			}
+		}
+		fmt.Fprintln(os.Stderr, line)
 	}
 	return out
 }
 
-// measureRound runs the three workloads once on one target.
+// measureRound runs the workloads once on one target.
 func measureRound(name, dir string, r int, size int64, buf []byte) map[string]float64 {
 	ds := filepath.Join(dir, fmt.Sprintf("round%d", r))
 	if err := os.Mkdir(ds, 0o755); err != nil {
 		log.Fatalf("%s: %v", name, err)
 	}
-	write := timeIt(func() {
-		parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
-	})
-	dropCaches()
-	read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
-	small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
+	out := map[string]float64{}
+	total := float64(size) * float64(*writers)
+	if run("write") {
+		cpu0, took0 := selfCPU(), job.ReportedKiB()
+		write := timeIt(func() {
+			parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
+		})
+		out["write"] = total / write.Seconds()
+		// What the writers' own CPU time and the host's taking back
+		// memory tell about a slow (a): see bench/README.md.
+		out["writecpu"] = (selfCPU() - cpu0).Seconds() / (total / (1 << 30))
+		out["took"] = float64(job.ReportedKiB()-took0) / 1024
+	}
+	if run("read") && run("write") {
+		dropCaches()
+		read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
+		out["read"] = total / read.Seconds()
+	}
+	if run("small") {
+		small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
+		out["small"] = float64(*files) / small.Seconds()
+	}
+	if run("tar") {
+		dest := filepath.Join(ds, "tar")
+		check(os.Mkdir(dest, 0o755))
+		t := timeIt(func() {
+			if out, err := exec.Command("tar", "-xf", archive, "-C", dest).CombinedOutput(); err != nil {
+				log.Fatalf("%s: tar: %v\n%s", name, err, out)
+			}
+		})
+		out["tar"] = float64(*tarN) / t.Seconds()
+	}
 	if err := os.RemoveAll(ds); err != nil {
 		log.Fatalf("%s: clean up: %v", name, err)
 	}
-	total := float64(size) * float64(*writers)
-	return map[string]float64{
-		"write": total / write.Seconds(),
-		"read":  total / read.Seconds(),
-		"small": float64(*files) / small.Seconds(),
-	}
+	return out
 }
 
 func report(targets []target, res map[string]map[string]float64, size int64) {
-	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files; median of %d rounds (targets taken in turn within each round) after a warm-up; device: %s\n\n",
-		*writers, *sizeArg, *files, *rounds, *baseDir)
+	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files, tar of %d × 4 KiB files; median of %d rounds (targets taken in turn within each round) after a warm-up; device: %s\n\n",
+		*writers, *sizeArg, *files, *tarN, *rounds, *baseDir)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
 	for _, t := range targets {
@@ -154,7 +200,18 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 		{"write", fmt.Sprintf("(a) write %d×%s + fsync", *writers, *sizeArg), "GiB/s"},
 		{"read", "(b) read back", "GiB/s"},
 		{"small", fmt.Sprintf("(c) %d × 4 KiB create", *files), "files/s"},
+		{"tar", fmt.Sprintf("(d) tar -x of %d files", *tarN), "files/s"},
+		{"writecpu", "(a) writers' CPU", "s/GiB"},
+		{"took", "(a) host took back", "MiB"},
 	}
+	rows = slices.DeleteFunc(rows, func(r struct{ key, label, unit string }) bool {
+		for _, t := range targets {
+			if _, ok := res[t.name][r.key]; ok {
+				return false
+			}
+		}
+		return true
+	})
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s [%s]\t", r.label, r.unit)
 		for _, t := range targets {
@@ -170,6 +227,9 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 	fmt.Println("\nratios (higher is better for scrfs):")
 	pairs := [][2]string{{"scrfs", "direct"}, {"scrfs-daemon", "direct"}, {"scrfs", "loopback"}, {"scrfs-daemon", "loopback-daemon"}}
 	for _, r := range rows {
+		if r.unit != "GiB/s" && r.unit != "files/s" {
+			continue // not a rate: see the table
+		}
 		for _, p := range pairs {
 			a, b := res[p[0]][r.key], res[p[1]][r.key]
 			if a == 0 || b == 0 {
@@ -202,6 +262,43 @@ func readFile(p string, buf []byte) {
 		check(err)
 	}
 	check(f.Close())
+}
+
+// writeArchive writes a tar archive of n files of data, 100 to a directory,
+// as (d) extracts it.
+func writeArchive(p string, n int, data []byte) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	now := time.Now().Truncate(time.Second)
+	for i := range n {
+		if i%100 == 0 {
+			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: fmt.Sprintf("d%d/", i/100), Mode: 0o755, ModTime: now}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("d%d/f%d", i/100, i), Mode: 0o644, Size: int64(len(data)), ModTime: now}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// selfCPU is the CPU time this process used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func smallFiles(dir string, n int, data []byte) {

@@ -181,14 +181,14 @@ func (b *bench) timed(t *targets, wl workload, roots []string, ds string) (sampl
 	if err != nil {
 		return sample{}, time.Time{}, err
 	}
-	rep0 := reportedKiB()
+	rep0 := job.ReportedKiB()
 	start := time.Now()
 	stall, err := b.w.checkpoint(wl, roots, b.o.ranks, ds)
 	if err != nil {
 		return sample{}, start, err
 	}
 	cpu1, err := othersCPU(t.c)
-	return sample{stall: stall, others: cpu1 - cpu0, reported: reportedKiB() - rep0}, start, err
+	return sample{stall: stall, others: cpu1 - cpu0, reported: job.ReportedKiB() - rep0}, start, err
 }
 
 // viaMount writes dataset ds through the mounts and waits until every node
@@ -301,19 +301,6 @@ func awaitEmpty(ctx context.Context, dirs []string) error {
 		}
 	}
 	return nil
-}
-
-// reportedKiB is how much memory the guest has handed back to the host so
-// far (virtio free page reporting), where the kernel exposes it; touching
-// such memory again costs the host a fault per page, so a measurement
-// during which this grew paid for it.
-func reportedKiB() int64 {
-	b, err := os.ReadFile("/sys/module/page_reporting/parameters/reported_kib")
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }
 
 // othersCPU returns the CPU time every process but this one and the job's

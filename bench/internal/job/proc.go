@@ -22,6 +22,19 @@ type Usage struct {
 // Sub returns u − v.
 func (u Usage) Sub(v Usage) Usage { return Usage{u.CPU - v.CPU, u.Faults - v.Faults} }
 
+// ReportedKiB is how much memory the guest has handed back to its host so
+// far (virtio free page reporting), where the kernel exposes it, else 0.
+// Touching such memory again costs the host a fault per page, so a
+// measurement during which this grew paid for it (bench/README.md).
+func ReportedKiB() int64 {
+	b, err := os.ReadFile("/sys/module/page_reporting/parameters/reported_kib")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
 // Usage returns what node n's daemon consumed so far.
 func (n *Node) Usage() (Usage, error) {
 	pid, err := n.Pid()
