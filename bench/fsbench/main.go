@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -45,7 +46,7 @@ var (
 // target is one way of reaching the device.
 type target struct {
 	name  string
-	setup func(work string) (dir string, stop func(), err error)
+	setup func(work string) (mounted, error)
 }
 
 func main() {
@@ -62,9 +63,9 @@ func main() {
 	bins := buildHelpers(work)
 
 	targets := []target{
-		{"direct", func(w string) (string, func(), error) {
+		{"direct", func(w string) (mounted, error) {
 			d := filepath.Join(w, "direct")
-			return d, func() {}, os.MkdirAll(d, 0o755)
+			return mounted{dir: d, stop: func() {}}, os.MkdirAll(d, 0o755)
 		}},
 		{"scrfs", scrfsTarget(bins, "auto")},
 		{"scrfs-daemon", scrfsTarget(bins, "off")},
@@ -100,19 +101,19 @@ var archive string
 // machine hit every target alike; it returns each workload's median per
 // target.
 func measureAll(targets []target, work string, size int64, buf []byte) map[string]map[string]float64 {
-	dirs := make([]string, len(targets))
+	mounts := make([]mounted, len(targets))
 	for i, tg := range targets {
-		dir, stop, err := tg.setup(filepath.Join(work, tg.name+"-work"))
+		m, err := tg.setup(filepath.Join(work, tg.name+"-work"))
 		if err != nil {
 			log.Fatalf("%s: %v", tg.name, err)
 		}
-		defer stop()
-		dirs[i] = dir
+		defer m.stop()
+		mounts[i] = m
 	}
 	samples := map[string]map[string][]float64{}
 	for r := 0; r <= *rounds; r++ {
 		for i, tg := range targets {
-			s := measureRound(tg.name, dirs[i], r, size, buf)
+			s := measureRound(tg.name, mounts[i], r, size, buf)
 			if r == 0 {
 				continue // warm-up: first touch of memory, caches, goroutines
 			}
@@ -144,22 +145,28 @@ func measureAll(targets []target, work string, size int64, buf []byte) map[strin
 }
 
 // measureRound runs the workloads once on one target.
-func measureRound(name, dir string, r int, size int64, buf []byte) map[string]float64 {
-	ds := filepath.Join(dir, fmt.Sprintf("round%d", r))
+func measureRound(name string, m mounted, r int, size int64, buf []byte) map[string]float64 {
+	ds := filepath.Join(m.dir, fmt.Sprintf("round%d", r))
 	if err := os.Mkdir(ds, 0o755); err != nil {
 		log.Fatalf("%s: %v", name, err)
 	}
 	out := map[string]float64{}
 	total := float64(size) * float64(*writers)
 	if run("write") {
-		cpu0, took0 := selfCPU(), job.ReportedKiB()
+		u0, took0 := usage(m.pid), job.ReportedKiB()
 		write := timeIt(func() {
 			parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
 		})
 		out["write"] = total / write.Seconds()
-		// What the writers' own CPU time and the host's taking back
-		// memory tell about a slow (a): see bench/README.md.
-		out["writecpu"] = (selfCPU() - cpu0).Seconds() / (total / (1 << 30))
+		// Where (a)'s time went, to tell what the mount costs from what
+		// the machine did meanwhile (bench/README.md): the writers' CPU
+		// time per GiB, the daemon's, everything else's, and the memory
+		// the host took back.
+		u := usage(m.pid).sub(u0)
+		gib := total / (1 << 30)
+		out["writecpu"] = u.self.Seconds() / gib
+		out["daemoncpu"] = u.daemon.Seconds() / gib
+		out["otherscpu"] = u.others.Seconds()
 		out["took"] = float64(job.ReportedKiB()-took0) / 1024
 	}
 	if run("read") && run("write") {
@@ -202,6 +209,8 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 		{"small", fmt.Sprintf("(c) %d × 4 KiB create", *files), "files/s"},
 		{"tar", fmt.Sprintf("(d) tar -x of %d files", *tarN), "files/s"},
 		{"writecpu", "(a) writers' CPU", "s/GiB"},
+		{"daemoncpu", "(a) daemon's CPU", "s/GiB"},
+		{"otherscpu", "(a) other processes' CPU", "s"},
 		{"took", "(a) host took back", "MiB"},
 	}
 	rows = slices.DeleteFunc(rows, func(r struct{ key, label, unit string }) bool {
@@ -240,8 +249,11 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 	}
 }
 
+// writeFile writes a checkpoint file as applications do (torch.save,
+// numpy.save, fopen "w" and the stall benchmark alike): opened write-only,
+// not read-write as os.Create would.
 func writeFile(p string, size int64, buf []byte) {
-	f, err := os.Create(p)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	check(err)
 	for left := size; left > 0; left -= int64(len(buf)) {
 		_, err := f.Write(buf[:min(left, int64(len(buf)))])
@@ -294,11 +306,26 @@ func writeArchive(p string, n int, data []byte) error {
 	return f.Close()
 }
 
-// selfCPU is the CPU time this process used so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+// cpu is CPU time used so far: by this process (the writers), by a
+// target's daemon, and by every other process on the machine.
+type cpu struct{ self, daemon, others time.Duration }
+
+func (c cpu) sub(d cpu) cpu { return cpu{c.self - d.self, c.daemon - d.daemon, c.others - d.others} }
+
+// usage reads the CPU time used so far, with daemon pid (0: none).
+func usage(pid int) cpu {
+	var c cpu
+	if u, err := job.ProcessUsage("self"); err == nil {
+		c.self = u.CPU
+	}
+	if pid != 0 {
+		if u, err := job.ProcessUsage(strconv.Itoa(pid)); err == nil {
+			c.daemon = u.CPU
+		}
+	}
+	busy, _ := job.BusyCPU()
+	c.others = busy - c.self - c.daemon
+	return c
 }
 
 func smallFiles(dir string, n int, data []byte) {
@@ -359,8 +386,8 @@ func buildHelpers(work string) map[string]string {
 	return bins
 }
 
-func scrfsTarget(bins map[string]string, passthrough string) func(string) (string, func(), error) {
-	return func(w string) (string, func(), error) {
+func scrfsTarget(bins map[string]string, passthrough string) func(string) (mounted, error) {
+	return func(w string) (mounted, error) {
 		mnt := filepath.Join(w, "mnt")
 		cmd := exec.Command(bins["scrfs"], "mount", mnt)
 		cmd.Env = append(os.Environ(),
@@ -368,23 +395,31 @@ func scrfsTarget(bins map[string]string, passthrough string) func(string) (strin
 			"SCRFS_PATHS_CONTROL_BASE="+filepath.Join(w, "control"),
 			"SCRFS_JOB_ID=bench", "SCRFS_METRICS_LISTEN=", "SCRFS_DATASETS_COMPLETE=",
 			"SCRFS_FUSE_PASSTHROUGH="+passthrough)
-		return mnt, startAndWait(cmd, "scrfs ready", "data_path="), nil
+		return startAndWait(mnt, cmd, "scrfs ready", "data_path="), nil
 	}
 }
 
-func loopbackTarget(bins map[string]string, passthrough bool) func(string) (string, func(), error) {
-	return func(w string) (string, func(), error) {
+func loopbackTarget(bins map[string]string, passthrough bool) func(string) (mounted, error) {
+	return func(w string) (mounted, error) {
 		orig, mnt := filepath.Join(w, "orig"), filepath.Join(w, "mnt")
 		check(os.MkdirAll(orig, 0o755))
 		check(os.MkdirAll(mnt, 0o755))
 		cmd := exec.Command(bins["loopback"], fmt.Sprintf("-passthrough=%v", passthrough), orig, mnt)
-		return mnt, startAndWait(cmd, "ready", ""), nil
+		return startAndWait(mnt, cmd, "ready", ""), nil
 	}
 }
 
-// startAndWait starts a mount daemon and waits for its ready line on stdout
-// or stderr; it returns a function that stops it.
-func startAndWait(cmd *exec.Cmd, ready, show string) func() {
+// mounted is a target ready to be written: its directory, how to stop it,
+// and its daemon's pid (0 for direct).
+type mounted struct {
+	dir  string
+	stop func()
+	pid  int
+}
+
+// startAndWait starts a mount daemon serving mnt and waits for its ready
+// line on stdout or stderr.
+func startAndWait(mnt string, cmd *exec.Cmd, ready, show string) mounted {
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	check(cmd.Start())
@@ -401,11 +436,11 @@ func startAndWait(cmd *exec.Cmd, ready, show string) func() {
 		}
 	}
 	go io.Copy(io.Discard, r)
-	return func() {
+	return mounted{dir: mnt, pid: cmd.Process.Pid, stop: func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 		w.Close()
-	}
+	}}
 }
 
 func parseSize(s string) (int64, error) {

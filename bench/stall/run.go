@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
@@ -307,31 +306,11 @@ func awaitEmpty(ctx context.Context, dirs []string) error {
 // daemons used so far, from /proc/stat: other work on the machine during a
 // measurement shows there.
 func othersCPU(c *job.Cluster) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/stat")
+	busy, err := job.BusyCPU()
 	if err != nil {
 		return 0, err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
-	}
-	var busy int64
-	for i, v := range f[1:8] {
-		if i == 3 || i == 4 {
-			continue // idle, iowait
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
-		}
-		busy += n
-	}
-	own, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0, err
-	}
-	self, err := job.ParseStat(string(own))
+	self, err := job.ProcessUsage("self")
 	if err != nil {
 		return 0, err
 	}
@@ -339,7 +318,7 @@ func othersCPU(c *job.Cluster) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	return time.Duration(busy)*10*time.Millisecond - self.CPU - daemons.CPU, nil
+	return busy - self.CPU - daemons.CPU, nil
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -41,11 +41,44 @@ func (n *Node) Usage() (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return ProcessUsage(strconv.Itoa(pid))
+}
+
+// ProcessUsage returns what process pid ("self" for this one) consumed so
+// far.
+func ProcessUsage(pid string) (Usage, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return Usage{}, err
 	}
 	return ParseStat(string(b))
+}
+
+// BusyCPU returns the CPU time every process on the machine used so far
+// (user, nice, system, irq and softirq time of /proc/stat): what others
+// used during a measurement is its difference less one's own.
+func BusyCPU() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:8] {
+		if i == 3 || i == 4 {
+			continue // idle, iowait
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick, nil
 }
 
 // Usage returns what all daemons consumed so far.
