@@ -41,6 +41,7 @@ var (
 	wls     = flag.String("workloads", "write,read,small,tar", "comma-separated workloads to run: write (a), read (b, needs write), small (c), tar (d)")
 	rounds  = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
 	only    = flag.String("only", "", "comma-separated targets to run (default all)")
+	base    = flag.String("base", "", "another scrfs binary (an older build, say) to measure as targets scrfs-base and scrfs-base-daemon, interleaved with the others")
 )
 
 // target is one way of reaching the device.
@@ -67,10 +68,13 @@ func main() {
 			d := filepath.Join(w, "direct")
 			return mounted{dir: d, stop: func() {}}, os.MkdirAll(d, 0o755)
 		}},
-		{"scrfs", scrfsTarget(bins, "auto")},
-		{"scrfs-daemon", scrfsTarget(bins, "off")},
+		{"scrfs", scrfsTarget(bins["scrfs"], "auto")},
+		{"scrfs-daemon", scrfsTarget(bins["scrfs"], "off")},
 		{"loopback", loopbackTarget(bins, true)},
 		{"loopback-daemon", loopbackTarget(bins, false)},
+	}
+	if *base != "" {
+		targets = append(targets, target{"scrfs-base", scrfsTarget(*base, "auto")}, target{"scrfs-base-daemon", scrfsTarget(*base, "off")})
 	}
 	if *only != "" {
 		targets = slices.DeleteFunc(targets, func(t target) bool { return !slices.Contains(strings.Split(*only, ","), t.name) })
@@ -234,7 +238,8 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 	}
 	tw.Flush()
 	fmt.Println("\nratios (higher is better for scrfs):")
-	pairs := [][2]string{{"scrfs", "direct"}, {"scrfs-daemon", "direct"}, {"scrfs", "loopback"}, {"scrfs-daemon", "loopback-daemon"}}
+	pairs := [][2]string{{"scrfs", "direct"}, {"scrfs-daemon", "direct"}, {"scrfs", "loopback"}, {"scrfs-daemon", "loopback-daemon"},
+		{"scrfs", "scrfs-base"}, {"scrfs-daemon", "scrfs-base-daemon"}}
 	for _, r := range rows {
 		if r.unit != "GiB/s" && r.unit != "files/s" {
 			continue // not a rate: see the table
@@ -386,10 +391,11 @@ func buildHelpers(work string) map[string]string {
 	return bins
 }
 
-func scrfsTarget(bins map[string]string, passthrough string) func(string) (mounted, error) {
+// scrfsTarget mounts the scrfs binary bin with fuse.passthrough set so.
+func scrfsTarget(bin string, passthrough string) func(string) (mounted, error) {
 	return func(w string) (mounted, error) {
 		mnt := filepath.Join(w, "mnt")
-		cmd := exec.Command(bins["scrfs"], "mount", mnt)
+		cmd := exec.Command(bin, "mount", mnt)
 		cmd.Env = append(os.Environ(),
 			"SCRFS_PATHS_CACHE_BASE="+filepath.Join(w, "cache"),
 			"SCRFS_PATHS_CONTROL_BASE="+filepath.Join(w, "control"),
