@@ -29,7 +29,10 @@
 // kernel supports FUSE passthrough (Linux ≥ 6.9) and the daemon may use it
 // (CAP_SYS_ADMIN), reads and writes go straight to the cache file; the daemon
 // still sees every open and release, which is all completion needs, and
-// measures what a file grew by from its size at release.
+// measures what a file grew by from its size at release. Without
+// passthrough, write-only handles bypass the kernel's page cache (direct
+// I/O): the writer's pages go to the daemon as they are, instead of being
+// copied into a second cached copy of the checkpoint first.
 //
 // # Errors
 //

@@ -71,7 +71,7 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 	}
 	h := &handle{fsys: f, node: node, fd: fd, write: true, created: true, size0: st.Size}
 	f.metrics.created.Inc()
-	return ch, h, 0, 0
+	return ch, h, f.openFlags(flags), 0
 }
 
 // mknod creates a non-opened entry e (rel inside d).

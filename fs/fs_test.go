@@ -18,7 +18,6 @@ import (
 // on the daemon data path and with passthrough.
 func TestPosix(t *testing.T) {
 	skip := map[string]string{
-		"DirectIO":            "scrfs does not open files with FOPEN_DIRECT_IO",
 		"FcntlFlockLocksFile": "POSIX locks are not enabled",
 		"FcntlFlockSetLk":     "POSIX locks are not enabled",
 		"XAttr":               "extended attributes are disabled (DisableXAttrs)",
@@ -308,4 +307,43 @@ func readNames(t *testing.T, dir string) []string {
 		names = append(names, e.Name())
 	}
 	return names
+}
+
+// TestWriteOnlyHandleKeepsReadersCoherent: on the daemon data path a
+// write-only handle bypasses the page cache; a reader that has the file
+// open (and its pages cached) reads what such a handle wrote, and the
+// file's size follows the writes.
+func TestWriteOnlyHandleKeepsReadersCoherent(t *testing.T) {
+	tm := mountTest(t, mountConfig{passthrough: "off"})
+	os.Mkdir(filepath.Join(tm.dir, "c"), 0o755)
+	p := filepath.Join(tm.dir, "c", "f")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("a"), 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	buf := make([]byte, 8192)
+	if _, err := r.ReadAt(buf, 0); err != nil || buf[0] != 'a' {
+		t.Fatalf("first read: %q, %v", buf[:4], err)
+	}
+	w, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt(bytes.Repeat([]byte("b"), 12288), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	buf = make([]byte, 12288)
+	if n, err := r.ReadAt(buf, 0); n != len(buf) || !bytes.Equal(buf, bytes.Repeat([]byte("b"), len(buf))) {
+		t.Fatalf("read after a write-only handle wrote: %d bytes %q…, %v", n, buf[:4], err)
+	}
+	if st, err := r.Stat(); err != nil || st.Size() != 12288 {
+		t.Fatalf("size after the write: %v, %v", st, err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -41,6 +42,8 @@ type FS struct {
 
 	// server is set once mounted; nodes use it for kernel notifications.
 	server *fuse.Server
+	// attrTimeout is the mount's attribute timeout, set once mounted.
+	attrTimeout time.Duration
 }
 
 // owner is who namespace directories belong to: the daemon's user.
@@ -126,6 +129,17 @@ func (f *FS) statfs(out *fuse.StatfsOut) syscall.Errno {
 	}
 	out.FromStatfsT(&st)
 	return 0
+}
+
+// setattrCached lets the kernel keep the attributes a SETATTR answers with
+// for the mount's attribute timeout, as it keeps a GETATTR's: go-fuse
+// leaves them at 0, so every chmod, chown, utimens or truncate would
+// otherwise cost a GETATTR at the next stat (or open, or write) of the
+// file. They are the entry's attributes read after the change.
+func (f *FS) setattrCached(out *fuse.AttrOut) {
+	if out.Timeout() == 0 {
+		out.SetTimeout(f.attrTimeout)
+	}
 }
 
 // stableOf identifies a cache entry to go-fuse: its inode number, so hard

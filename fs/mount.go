@@ -87,6 +87,7 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 		Debug:         o.Debug,
 		Logger:        slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
 	}
+	f.attrTimeout = o.AttrTimeout
 	f.passthrough = false // decided below, once the kernel has answered INIT
 	server, err := gofs.Mount(dir, f.root, opts)
 	if err != nil {

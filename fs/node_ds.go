@@ -171,6 +171,11 @@ func (n *dsNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAt
 	if errno := n.writable(); errno != 0 {
 		return errno
 	}
+	defer func() {
+		if errno == 0 {
+			n.fsys.setattrCached(out)
+		}
+	}()
 	if h, ok := fh.(*handle); ok {
 		return h.setattr(in, out)
 	}

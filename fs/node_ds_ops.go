@@ -181,7 +181,7 @@ func (n *dsNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fu
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return h, 0, 0
+	return h, n.fsys.openFlags(flags), 0
 }
 
 // mutable checks that name may be created or removed in directory n.

@@ -110,6 +110,7 @@ func (n *nsNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAt
 		}
 	}
 	n.fillAttr(&out.Attr)
+	n.fsys.setattrCached(out)
 	return 0
 }
 

@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -301,5 +302,43 @@ func TestNodeDirectoryRenamedOrReplaced(t *testing.T) {
 	nt.writeFile(t, a3, "four", []byte("4"))
 	if got, err := os.ReadFile(filepath.Join(cache, "a", "four")); err != nil || string(got) != "4" {
 		t.Errorf("a/four after rmdir and mkdir: %q, %v", got, err)
+	}
+}
+
+// TestNodeWriteOnlyHandlesBypassPageCache: on the daemon data path a
+// write-only open or create is answered with FOPEN_DIRECT_IO, so the
+// kernel does not copy each write into a page cache beside the cache file;
+// handles that can read keep the page cache, and under passthrough the
+// kernel writes the cache file itself.
+func TestNodeWriteOnlyHandlesBypassPageCache(t *testing.T) {
+	for _, pt := range []bool{false, true} {
+		nt := newNodeTest(t, mountConfig{})
+		nt.fsys.passthrough = pt
+		ds := nt.mkdir(t, nt.fsys.root, "ckpt.7").Operations().(*dsNode)
+		for i, flags := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_WRONLY | syscall.O_TRUNC, syscall.O_RDONLY} {
+			want := uint32(0)
+			if !pt && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+				want = fuse.FOPEN_DIRECT_IO
+			}
+			var out fuse.EntryOut
+			name := fmt.Sprint("f", i)
+			ch, fh, got, errno := ds.Create(nt.ctx, name, flags|syscall.O_CREAT, 0o644, &out)
+			if errno != 0 {
+				t.Fatalf("create %s: %v", name, errno)
+			}
+			ds.AddChild(name, ch, true)
+			fh.(*handle).Release(nt.ctx)
+			if got != want {
+				t.Errorf("passthrough=%v: create with %#o answered %#x, want %#x", pt, flags, got, want)
+			}
+			fh, got, errno = ch.Operations().(*dsNode).Open(nt.ctx, flags)
+			if errno != 0 {
+				t.Fatalf("open %s: %v", name, errno)
+			}
+			fh.(*handle).Release(nt.ctx)
+			if got != want {
+				t.Errorf("passthrough=%v: open with %#o answered %#x, want %#x", pt, flags, got, want)
+			}
+		}
 	}
 }

@@ -4,14 +4,16 @@
 // passthrough. It prints medians over several rounds (after an untimed
 // warm-up round) and the ratios the project's targets are stated in.
 //
-//	go run ./bench/fsbench [-dir /dev/shm] [-size 1GiB] [-writers 4] [-files 10000] [-rounds 3]
+//	go run ./bench/fsbench [-dir /dev/shm] [-size 1GiB] [-writers 4] [-files 10000] [-tar 5000] [-rounds 3]
 //
 // Workloads: (a) W writers × SIZE sequential, 1 MiB writes, fsync;
 // (b) reading the same back with 1 MiB reads; (c) FILES × 4 KiB files
-// created, written and closed by one thread.
+// created, written and closed by one thread; (d) tar(1) extracting an
+// archive of TAR × 4 KiB files in directories of 100.
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"flag"
 	"fmt"
@@ -21,10 +23,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 var (
@@ -32,14 +37,17 @@ var (
 	sizeArg = flag.String("size", "1GiB", "bytes per writer in (a) and (b)")
 	writers = flag.Int("writers", 4, "parallel writers in (a) and readers in (b)")
 	files   = flag.Int("files", 10000, "small files in (c)")
+	tarN    = flag.Int("tar", 5000, "files in (d)'s archive")
+	wls     = flag.String("workloads", "write,read,small,tar", "comma-separated workloads to run: write (a), read (b, needs write), small (c), tar (d)")
 	rounds  = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
 	only    = flag.String("only", "", "comma-separated targets to run (default all)")
+	base    = flag.String("base", "", "another scrfs binary (an older build, say) to measure as targets scrfs-base and scrfs-base-daemon, interleaved with the others")
 )
 
 // target is one way of reaching the device.
 type target struct {
 	name  string
-	setup func(work string) (dir string, stop func(), err error)
+	setup func(work string) (mounted, error)
 }
 
 func main() {
@@ -56,14 +64,17 @@ func main() {
 	bins := buildHelpers(work)
 
 	targets := []target{
-		{"direct", func(w string) (string, func(), error) {
+		{"direct", func(w string) (mounted, error) {
 			d := filepath.Join(w, "direct")
-			return d, func() {}, os.MkdirAll(d, 0o755)
+			return mounted{dir: d, stop: func() {}}, os.MkdirAll(d, 0o755)
 		}},
-		{"scrfs", scrfsTarget(bins, "auto")},
-		{"scrfs-daemon", scrfsTarget(bins, "off")},
+		{"scrfs", scrfsTarget(bins["scrfs"], "auto")},
+		{"scrfs-daemon", scrfsTarget(bins["scrfs"], "off")},
 		{"loopback", loopbackTarget(bins, true)},
 		{"loopback-daemon", loopbackTarget(bins, false)},
+	}
+	if *base != "" {
+		targets = append(targets, target{"scrfs-base", scrfsTarget(*base, "auto")}, target{"scrfs-base-daemon", scrfsTarget(*base, "off")})
 	}
 	if *only != "" {
 		targets = slices.DeleteFunc(targets, func(t target) bool { return !slices.Contains(strings.Split(*only, ","), t.name) })
@@ -72,28 +83,41 @@ func main() {
 	for i := range buf {
 		buf[i] = byte(i*7 + 3)
 	}
+	if run("tar") {
+		if _, err := exec.LookPath("tar"); err != nil {
+			log.Fatal("workload tar needs tar(1) (Debian: apt-get install tar), or leave it out of -workloads")
+		}
+		archive = filepath.Join(work, "tree.tar")
+		check(writeArchive(archive, *tarN, buf[:4096]))
+	}
 	results := measureAll(targets, work, size, buf)
 	report(targets, results, size)
 }
+
+// run reports whether workload name is in -workloads.
+func run(name string) bool { return slices.Contains(strings.Split(*wls, ","), name) }
+
+// archive is (d)'s tar file, on the device under test.
+var archive string
 
 // measureAll mounts every target, then runs the rounds round-robin over the
 // targets (round 0 is an untimed warm-up), so slow drifts of this shared
 // machine hit every target alike; it returns each workload's median per
 // target.
 func measureAll(targets []target, work string, size int64, buf []byte) map[string]map[string]float64 {
-	dirs := make([]string, len(targets))
+	mounts := make([]mounted, len(targets))
 	for i, tg := range targets {
-		dir, stop, err := tg.setup(filepath.Join(work, tg.name+"-work"))
+		m, err := tg.setup(filepath.Join(work, tg.name+"-work"))
 		if err != nil {
 			log.Fatalf("%s: %v", tg.name, err)
 		}
-		defer stop()
-		dirs[i] = dir
+		defer m.stop()
+		mounts[i] = m
 	}
 	samples := map[string]map[string][]float64{}
 	for r := 0; r <= *rounds; r++ {
 		for i, tg := range targets {
-			s := measureRound(tg.name, dirs[i], r, size, buf)
+			s := measureRound(tg.name, mounts[i], r, size, buf)
 			if r == 0 {
 				continue // warm-up: first touch of memory, caches, goroutines
 			}
@@ -111,39 +135,72 @@ func measureAll(targets []target, work string, size int64, buf []byte) map[strin
 		for k, v := range samples[tg.name] {
 			out[tg.name][k] = median(v)
 		}
-		m := out[tg.name]
-		fmt.Fprintf(os.Stderr, "%-16s write %6.2f GiB/s  read %6.2f GiB/s  small %8.0f files/s\n",
-			tg.name, m["write"]/(1<<30), m["read"]/(1<<30), m["small"])
+		line := fmt.Sprintf("%-16s", tg.name)
+		for _, k := range []string{"write", "read", "small", "tar"} {
+			if v, ok := out[tg.name][k]; ok && (k == "write" || k == "read") {
+				line += fmt.Sprintf("  %s %6.2f GiB/s", k, v/(1<<30))
+			} else if ok {
+				line += fmt.Sprintf("  %s %8.0f files/s", k, v)
+			}
+		}
+		fmt.Fprintln(os.Stderr, line)
 	}
 	return out
 }
 
-// measureRound runs the three workloads once on one target.
-func measureRound(name, dir string, r int, size int64, buf []byte) map[string]float64 {
-	ds := filepath.Join(dir, fmt.Sprintf("round%d", r))
+// measureRound runs the workloads once on one target.
+func measureRound(name string, m mounted, r int, size int64, buf []byte) map[string]float64 {
+	ds := filepath.Join(m.dir, fmt.Sprintf("round%d", r))
 	if err := os.Mkdir(ds, 0o755); err != nil {
 		log.Fatalf("%s: %v", name, err)
 	}
-	write := timeIt(func() {
-		parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
-	})
-	dropCaches()
-	read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
-	small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
+	out := map[string]float64{}
+	total := float64(size) * float64(*writers)
+	if run("write") {
+		u0, took0 := usage(m.pid), job.ReportedKiB()
+		write := timeIt(func() {
+			parallel(*writers, func(i int) { writeFile(filepath.Join(ds, fmt.Sprint("w", i)), size, buf) })
+		})
+		out["write"] = total / write.Seconds()
+		// Where (a)'s time went, to tell what the mount costs from what
+		// the machine did meanwhile (bench/README.md): the writers' CPU
+		// time per GiB, the daemon's, everything else's, and the memory
+		// the host took back.
+		u := usage(m.pid).sub(u0)
+		gib := total / (1 << 30)
+		out["writecpu"] = u.self.Seconds() / gib
+		out["daemoncpu"] = u.daemon.Seconds() / gib
+		out["otherscpu"] = u.others.Seconds()
+		out["took"] = float64(job.ReportedKiB()-took0) / 1024
+	}
+	if run("read") && run("write") {
+		dropCaches()
+		read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
+		out["read"] = total / read.Seconds()
+	}
+	if run("small") {
+		small := timeIt(func() { smallFiles(filepath.Join(ds, "small"), *files, buf[:4096]) })
+		out["small"] = float64(*files) / small.Seconds()
+	}
+	if run("tar") {
+		dest := filepath.Join(ds, "tar")
+		check(os.Mkdir(dest, 0o755))
+		t := timeIt(func() {
+			if out, err := exec.Command("tar", "-xf", archive, "-C", dest).CombinedOutput(); err != nil {
+				log.Fatalf("%s: tar: %v\n%s", name, err, out)
+			}
+		})
+		out["tar"] = float64(*tarN) / t.Seconds()
+	}
 	if err := os.RemoveAll(ds); err != nil {
 		log.Fatalf("%s: clean up: %v", name, err)
 	}
-	total := float64(size) * float64(*writers)
-	return map[string]float64{
-		"write": total / write.Seconds(),
-		"read":  total / read.Seconds(),
-		"small": float64(*files) / small.Seconds(),
-	}
+	return out
 }
 
 func report(targets []target, res map[string]map[string]float64, size int64) {
-	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files; median of %d rounds (targets taken in turn within each round) after a warm-up; device: %s\n\n",
-		*writers, *sizeArg, *files, *rounds, *baseDir)
+	fmt.Printf("\nscrfs file data path, %d writers × %s, %d × 4 KiB files, tar of %d × 4 KiB files; median of %d rounds (targets taken in turn within each round) after a warm-up; device: %s\n\n",
+		*writers, *sizeArg, *files, *tarN, *rounds, *baseDir)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "workload\t")
 	for _, t := range targets {
@@ -154,7 +211,20 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 		{"write", fmt.Sprintf("(a) write %d×%s + fsync", *writers, *sizeArg), "GiB/s"},
 		{"read", "(b) read back", "GiB/s"},
 		{"small", fmt.Sprintf("(c) %d × 4 KiB create", *files), "files/s"},
+		{"tar", fmt.Sprintf("(d) tar -x of %d files", *tarN), "files/s"},
+		{"writecpu", "(a) writers' CPU", "s/GiB"},
+		{"daemoncpu", "(a) daemon's CPU", "s/GiB"},
+		{"otherscpu", "(a) other processes' CPU", "s"},
+		{"took", "(a) host took back", "MiB"},
 	}
+	rows = slices.DeleteFunc(rows, func(r struct{ key, label, unit string }) bool {
+		for _, t := range targets {
+			if _, ok := res[t.name][r.key]; ok {
+				return false
+			}
+		}
+		return true
+	})
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s [%s]\t", r.label, r.unit)
 		for _, t := range targets {
@@ -168,8 +238,12 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 	}
 	tw.Flush()
 	fmt.Println("\nratios (higher is better for scrfs):")
-	pairs := [][2]string{{"scrfs", "direct"}, {"scrfs-daemon", "direct"}, {"scrfs", "loopback"}, {"scrfs-daemon", "loopback-daemon"}}
+	pairs := [][2]string{{"scrfs", "direct"}, {"scrfs-daemon", "direct"}, {"scrfs", "loopback"}, {"scrfs-daemon", "loopback-daemon"},
+		{"scrfs", "scrfs-base"}, {"scrfs-daemon", "scrfs-base-daemon"}}
 	for _, r := range rows {
+		if r.unit != "GiB/s" && r.unit != "files/s" {
+			continue // not a rate: see the table
+		}
 		for _, p := range pairs {
 			a, b := res[p[0]][r.key], res[p[1]][r.key]
 			if a == 0 || b == 0 {
@@ -180,8 +254,11 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 	}
 }
 
+// writeFile writes a checkpoint file as applications do (torch.save,
+// numpy.save, fopen "w" and the stall benchmark alike): opened write-only,
+// not read-write as os.Create would.
 func writeFile(p string, size int64, buf []byte) {
-	f, err := os.Create(p)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	check(err)
 	for left := size; left > 0; left -= int64(len(buf)) {
 		_, err := f.Write(buf[:min(left, int64(len(buf)))])
@@ -202,6 +279,58 @@ func readFile(p string, buf []byte) {
 		check(err)
 	}
 	check(f.Close())
+}
+
+// writeArchive writes a tar archive of n files of data, 100 to a directory,
+// as (d) extracts it.
+func writeArchive(p string, n int, data []byte) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	now := time.Now().Truncate(time.Second)
+	for i := range n {
+		if i%100 == 0 {
+			hdr := &tar.Header{Typeflag: tar.TypeDir, Name: fmt.Sprintf("d%d/", i/100), Mode: 0o755, ModTime: now}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: fmt.Sprintf("d%d/f%d", i/100, i), Mode: 0o644, Size: int64(len(data)), ModTime: now}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// cpu is CPU time used so far: by this process (the writers), by a
+// target's daemon, and by every other process on the machine.
+type cpu struct{ self, daemon, others time.Duration }
+
+func (c cpu) sub(d cpu) cpu { return cpu{c.self - d.self, c.daemon - d.daemon, c.others - d.others} }
+
+// usage reads the CPU time used so far, with daemon pid (0: none).
+func usage(pid int) cpu {
+	var c cpu
+	if u, err := job.ProcessUsage("self"); err == nil {
+		c.self = u.CPU
+	}
+	if pid != 0 {
+		if u, err := job.ProcessUsage(strconv.Itoa(pid)); err == nil {
+			c.daemon = u.CPU
+		}
+	}
+	busy, _ := job.BusyCPU()
+	c.others = busy - c.self - c.daemon
+	return c
 }
 
 func smallFiles(dir string, n int, data []byte) {
@@ -262,32 +391,41 @@ func buildHelpers(work string) map[string]string {
 	return bins
 }
 
-func scrfsTarget(bins map[string]string, passthrough string) func(string) (string, func(), error) {
-	return func(w string) (string, func(), error) {
+// scrfsTarget mounts the scrfs binary bin with fuse.passthrough set so.
+func scrfsTarget(bin string, passthrough string) func(string) (mounted, error) {
+	return func(w string) (mounted, error) {
 		mnt := filepath.Join(w, "mnt")
-		cmd := exec.Command(bins["scrfs"], "mount", mnt)
+		cmd := exec.Command(bin, "mount", mnt)
 		cmd.Env = append(os.Environ(),
 			"SCRFS_PATHS_CACHE_BASE="+filepath.Join(w, "cache"),
 			"SCRFS_PATHS_CONTROL_BASE="+filepath.Join(w, "control"),
 			"SCRFS_JOB_ID=bench", "SCRFS_METRICS_LISTEN=", "SCRFS_DATASETS_COMPLETE=",
 			"SCRFS_FUSE_PASSTHROUGH="+passthrough)
-		return mnt, startAndWait(cmd, "scrfs ready", "data_path="), nil
+		return startAndWait(mnt, cmd, "scrfs ready", "data_path="), nil
 	}
 }
 
-func loopbackTarget(bins map[string]string, passthrough bool) func(string) (string, func(), error) {
-	return func(w string) (string, func(), error) {
+func loopbackTarget(bins map[string]string, passthrough bool) func(string) (mounted, error) {
+	return func(w string) (mounted, error) {
 		orig, mnt := filepath.Join(w, "orig"), filepath.Join(w, "mnt")
 		check(os.MkdirAll(orig, 0o755))
 		check(os.MkdirAll(mnt, 0o755))
 		cmd := exec.Command(bins["loopback"], fmt.Sprintf("-passthrough=%v", passthrough), orig, mnt)
-		return mnt, startAndWait(cmd, "ready", ""), nil
+		return startAndWait(mnt, cmd, "ready", ""), nil
 	}
 }
 
-// startAndWait starts a mount daemon and waits for its ready line on stdout
-// or stderr; it returns a function that stops it.
-func startAndWait(cmd *exec.Cmd, ready, show string) func() {
+// mounted is a target ready to be written: its directory, how to stop it,
+// and its daemon's pid (0 for direct).
+type mounted struct {
+	dir  string
+	stop func()
+	pid  int
+}
+
+// startAndWait starts a mount daemon serving mnt and waits for its ready
+// line on stdout or stderr.
+func startAndWait(mnt string, cmd *exec.Cmd, ready, show string) mounted {
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	check(cmd.Start())
@@ -304,11 +442,11 @@ func startAndWait(cmd *exec.Cmd, ready, show string) func() {
 		}
 	}
 	go io.Copy(io.Discard, r)
-	return func() {
+	return mounted{dir: mnt, pid: cmd.Process.Pid, stop: func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 		w.Close()
-	}
+	}}
 }
 
 func parseSize(s string) (int64, error) {

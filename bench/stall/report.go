@@ -20,7 +20,7 @@ func report(w io.Writer, o options, results map[string]map[string]*series) {
 	fmt.Fprint(w, "stall = first open → last close (dcp: → the rename of .metadata); complete = first open → the last node's \"dataset complete\";\n"+
 		"protected = earliest \"dataset complete\" → latest \"dataset protected\" (off the application's path); worst = the largest per-round ratio\n\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "scheme\tworkload\tdirect stall\tmount stall\t÷ direct\tworst\tmount complete\t÷ direct\tprotected\thost took back\tothers' CPU\tredone")
+	fmt.Fprintln(tw, "scheme\tworkload\tdirect stall\tmount stall\t÷ direct\tworst\tmount complete\t÷ direct\tprotected\tranks' CPU ÷ direct\tdaemons' CPU\thost took back\tothers' CPU\tredone")
 	for _, sch := range o.schemes {
 		for _, name := range o.workloads {
 			s := results[sch][name]
@@ -48,13 +48,18 @@ func report(w io.Writer, o options, results map[string]map[string]*series) {
 			for _, x := range append(s.direct, s.mount...) {
 				took, others = max(took, x.reported), max(others, x.others)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f%s\t%s\t%.2f\t%s\t%d MiB\t%.2f s\t%d\n", sch, name, spread(d), spread(m), ratio, worst, mark,
-				spread(comp), job.Median(comp).Seconds()/job.Median(d).Seconds(), spread(prot), took>>10, others.Seconds(), s.redone)
+			rw := job.Median(pick(s.mount, func(x sample) time.Duration { return x.writers })).Seconds() /
+				job.Median(pick(s.direct, func(x sample) time.Duration { return x.writers })).Seconds()
+			dmn := job.Median(pick(s.mount, func(x sample) time.Duration { return x.daemons }))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f%s\t%s\t%.2f\t%s\t%.2f\t%.3f s\t%d MiB\t%.2f s\t%d\n", sch, name, spread(d), spread(m), ratio, worst, mark,
+				spread(comp), job.Median(comp).Seconds()/job.Median(d).Seconds(), spread(prot), rw, dmn.Seconds(), took>>10, others.Seconds(), s.redone)
 		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nhost took back = the most memory the guest handed back to the host (free page reporting) during one measurement;\n"+
 		"writing into such memory again costs the host a fault per page, so a measurement where it is large paid for it;\n"+
+		"ranks' CPU ÷ direct = the CPU time the ranks (this process) used writing through the mounts over writing directly, medians: what the mount costs the application per byte;\n"+
+		"daemons' CPU = the daemons' CPU time during the stall through the mounts (median, all nodes);\n"+
 		"others' CPU = the most CPU time other processes on the machine used during one kept measurement (from /proc/stat);\n"+
 		"redone = rounds measured again because other processes used more than 10% of a core meanwhile (at most -retries times)")
 }

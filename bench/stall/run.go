@@ -24,6 +24,8 @@ type sample struct {
 	protected time.Duration // earliest "dataset complete" → latest "dataset protected" (mount only)
 	reported  int64         // KiB the guest handed back to the host meanwhile (free page reporting)
 	others    time.Duration // CPU time of other processes meanwhile (neither this one nor the daemons)
+	writers   time.Duration // CPU time of this process (the ranks) during the stall
+	daemons   time.Duration // CPU time of the daemons during the stall
 }
 
 // series are the measured rounds of one workload on one scheme.
@@ -166,9 +168,9 @@ func (b *bench) pair(ctx context.Context, t *targets, wl workload, r int) ([2]sa
 			tag = fmt.Sprintf("round %d", r)
 		}
 		smp := out[i]
-		b.progress("%-7s %-5s %-8s %s stall %s  complete %s  protected %s  (host took back %d MiB; other processes' CPU %s)",
+		b.progress("%-7s %-5s %-8s %s stall %s  complete %s  protected %s  (ranks' CPU %s, daemons' %s; host took back %d MiB; other processes' CPU %s)",
 			t.scheme, wl.name, tag, what, fmtDur(smp.stall), fmtDur(smp.complete),
-			fmtDur(smp.protected), smp.reported>>10, fmtDur(smp.others))
+			fmtDur(smp.protected), fmtDur(smp.writers), fmtDur(smp.daemons), smp.reported>>10, fmtDur(smp.others))
 	}
 	return out, nil
 }
@@ -176,18 +178,19 @@ func (b *bench) pair(ctx context.Context, t *targets, wl workload, r int) ([2]sa
 // timed writes checkpoint ds of wl into roots and returns its stall, with
 // what other processes and the host took meanwhile.
 func (b *bench) timed(t *targets, wl workload, roots []string, ds string) (sample, time.Time, error) {
-	cpu0, err := othersCPU(t.c)
+	cpu0, err := cpuNow(t.c)
 	if err != nil {
 		return sample{}, time.Time{}, err
 	}
-	rep0 := reportedKiB()
+	rep0 := job.ReportedKiB()
 	start := time.Now()
 	stall, err := b.w.checkpoint(wl, roots, b.o.ranks, ds)
 	if err != nil {
 		return sample{}, start, err
 	}
-	cpu1, err := othersCPU(t.c)
-	return sample{stall: stall, others: cpu1 - cpu0, reported: reportedKiB() - rep0}, start, err
+	cpu1, err := cpuNow(t.c)
+	return sample{stall: stall, reported: job.ReportedKiB() - rep0,
+		others: cpu1.others - cpu0.others, writers: cpu1.self - cpu0.self, daemons: cpu1.daemons - cpu0.daemons}, start, err
 }
 
 // viaMount writes dataset ds through the mounts and waits until every node
@@ -279,43 +282,26 @@ func reportedKiB() int64 {
 	return n
 }
 
-// othersCPU returns the CPU time every process but this one and the job's
-// daemons used so far, from /proc/stat: other work on the machine during a
-// measurement shows there.
-func othersCPU(c *job.Cluster) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/stat")
+// cpuTimes are the CPU times used so far by this process (the ranks), by
+// the job's daemons and by every other process on the machine, from /proc:
+// what the mount costs the ranks, what the daemons did meanwhile, and what
+// other work on the machine took.
+type cpuTimes struct{ self, daemons, others time.Duration }
+
+func cpuNow(c *job.Cluster) (cpuTimes, error) {
+	busy, err := job.BusyCPU()
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
-	}
-	var busy int64
-	for i, v := range f[1:8] {
-		if i == 3 || i == 4 {
-			continue // idle, iowait
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
-		}
-		busy += n
-	}
-	own, err := os.ReadFile("/proc/self/stat")
+	self, err := job.ProcessUsage("self")
 	if err != nil {
-		return 0, err
-	}
-	self, err := job.ParseStat(string(own))
-	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
 	daemons, err := c.Usage()
 	if err != nil {
-		return 0, err
+		return cpuTimes{}, err
 	}
-	return time.Duration(busy)*10*time.Millisecond - self.CPU - daemons.CPU, nil
+	return cpuTimes{self.CPU, daemons.CPU, busy - self.CPU - daemons.CPU}, nil
 }
 
 func minTime(a, b time.Time) time.Time {

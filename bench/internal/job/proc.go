@@ -22,17 +22,63 @@ type Usage struct {
 // Sub returns u − v.
 func (u Usage) Sub(v Usage) Usage { return Usage{u.CPU - v.CPU, u.Faults - v.Faults} }
 
+// ReportedKiB is how much memory the guest has handed back to its host so
+// far (virtio free page reporting), where the kernel exposes it, else 0.
+// Touching such memory again costs the host a fault per page, so a
+// measurement during which this grew paid for it (bench/README.md).
+func ReportedKiB() int64 {
+	b, err := os.ReadFile("/sys/module/page_reporting/parameters/reported_kib")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
 // Usage returns what node n's daemon consumed so far.
 func (n *Node) Usage() (Usage, error) {
 	pid, err := n.Pid()
 	if err != nil {
 		return Usage{}, err
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return ProcessUsage(strconv.Itoa(pid))
+}
+
+// ProcessUsage returns what process pid ("self" for this one) consumed so
+// far.
+func ProcessUsage(pid string) (Usage, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return Usage{}, err
 	}
 	return ParseStat(string(b))
+}
+
+// BusyCPU returns the CPU time every process on the machine used so far
+// (user, nice, system, irq and softirq time of /proc/stat): what others
+// used during a measurement is its difference less one's own.
+func BusyCPU() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	}
+	var busy int64
+	for i, v := range f[1:8] {
+		if i == 3 || i == 4 {
+			continue // idle, iowait
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * clockTick, nil
 }
 
 // Usage returns what all daemons consumed so far.
