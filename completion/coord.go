@@ -123,6 +123,55 @@ func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, e
 	if c.self != coordinator {
 		return nil, c.errNotCoordinator("join")
 	}
+	c.joined(from, m)
+	return struct{}{}, nil
+}
+
+// recall asks every other node for its join, once node 0 joined itself at
+// start, within ConnectTimeout, and takes each answer as a join. Node 0's
+// ledger may be older than the job (a restart) or empty (wiped): the
+// nodes that kept running hold datasets complete but unrecorded, whose
+// rounds node 0's restart cut off, and newer sequence numbers than its
+// ledger's. A node that does not answer joins when it starts. Rounds wait
+// until the recall is over before they number a record.
+func (c *Completer) recall(ctx context.Context) {
+	defer c.recalledOnce.Do(func() { close(c.recalled) })
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range c.others(c.self) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var m joinMsg
+			err := c.o.Mux.CallRetrying(ctx, n, "recall", recallMsg{}, &m)
+			if err == nil {
+				err = m.Check()
+			}
+			if err != nil {
+				c.log.Info("a node did not say what it holds; it will when it joins", "node", n, "err", err)
+				return
+			}
+			c.joined(n, m)
+		}()
+	}
+	wg.Wait()
+}
+
+// awaitRecall waits until node 0's recall is over, or ctx ends.
+func (c *Completer) awaitRecall(ctx context.Context) error {
+	select {
+	case <-c.recalled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// joined takes a node's join: its identity, its newest sequence number,
+// and the datasets complete there but never recorded, which are proven
+// now.
+func (c *Completer) joined(from int, m joinMsg) {
 	c.mu.Lock()
 	changed := c.ledger.heard(m.ID)
 	if m.MaxSeq >= c.ledger.NextSeq {
@@ -143,7 +192,6 @@ func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, e
 	for _, p := range m.Pending {
 		c.startRound(completeMsg{Dataset: p.Dataset, Kind: p.Kind, Root: p.Root, Reason: "complete on node " + itoa(from) + " before a restart", From: from})
 	}
-	return struct{}{}, nil
 }
 
 func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg) (any, error) {
@@ -154,7 +202,12 @@ func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg)
 	_, begun := c.ledger.Begun[m.Dataset]
 	_, ended := c.ended[m.Dataset]
 	c.mu.Unlock()
-	if !begun && !ended && c.o.Store.Get(m.Dataset) == nil {
+	// A name nobody knows is refused (scrfs complete of a typo); but a
+	// node that holds the dataset (m.Kind is set) gets a round even when
+	// node 0 has no record of it — node 0 lost its ledger (replaced,
+	// wiped) — so the dataset ends failed everywhere, with that reason,
+	// rather than waiting for ever.
+	if !begun && !ended && c.o.Store.Get(m.Dataset) == nil && m.Kind == "" {
 		return nil, fmt.Errorf("no node began a dataset %s: %w", m.Dataset, cache.ErrNotFound)
 	}
 	if m.Kind == "" {
@@ -198,6 +251,9 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 		delete(c.rounds, m.Dataset)
 		c.mu.Unlock()
 	}()
+	if c.awaitRecall(ctx) != nil {
+		return // closing: proven after the restart
+	}
 	shares := c.collect(ctx, m)
 	if ctx.Err() != nil {
 		return // closing: proven after the restart

@@ -147,7 +147,25 @@ func (m joinMsg) Check() error {
 // holds (so sequence numbers go on after node 0 lost its ledger) and the
 // datasets complete here but never recorded. The daemon calls it at start,
 // before it reports ready.
+//
+// Node 0 then recalls every other node's join in the background (see
+// recall): a node 0 that restarted, or was replaced, learns the datasets
+// in flight and the job's newest sequence from the nodes that kept
+// running.
 func (c *Completer) Join(ctx context.Context) error {
+	if c.self == coordinator {
+		defer c.g.Go(c.recall)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	if err := c.o.Mux.CallRetrying(ctx, coordinator, "join", c.joining(), nil); err != nil {
+		return fmt.Errorf("join node 0: %w", err)
+	}
+	return nil
+}
+
+// joining is what this node tells node 0 when it joins.
+func (c *Completer) joining() joinMsg {
 	m := joinMsg{ID: c.o.Store.NodeID(), Run: c.o.Incarnation}
 	for _, ds := range c.o.Store.Datasets() {
 		info := ds.Info()
@@ -156,12 +174,19 @@ func (c *Completer) Join(ctx context.Context) error {
 			m.Pending = append(m.Pending, pendingDataset{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root})
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
-	defer cancel()
-	if err := c.o.Mux.CallRetrying(ctx, coordinator, "join", m, nil); err != nil {
-		return fmt.Errorf("join node 0: %w", err)
+	return m
+}
+
+// recallMsg asks a node for its join again (node 0, after its start).
+type recallMsg struct{}
+
+// handleRecall answers node 0's recall with what this node would tell it
+// when joining.
+func (c *Completer) handleRecall(ctx context.Context, from int, _ recallMsg) (any, error) {
+	if from != coordinator {
+		return nil, fmt.Errorf("node %d asked for a join; only node 0 does", from)
 	}
-	return nil
+	return c.joining(), nil
 }
 
 // completeMsg asks node 0 to complete a dataset job-wide.

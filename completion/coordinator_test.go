@@ -1,0 +1,101 @@
+package completion_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/scrfs/scrfs/cache"
+)
+
+// Node 0 restarted, with its control directory or wiped, while datasets
+// were in flight: the chaos test's findings. Every dataset in flight ends
+// recorded or failed with a true reason; none waits forever.
+
+// TestCoordinatorWipedMidWrite: node 0 is lost (wiped) while the nodes
+// write; its replacement knows nothing of the dataset, yet a completion
+// rule firing on another node ends it, failed on every node (node 0 lost
+// its share), instead of being refused and left complete on that node
+// and writing on the others for ever.
+func TestCoordinatorWipedMidWrite(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	writeAll(j, "ckpt.1")
+	j.Kill(0)
+	j.Wipe(0)
+	<-j.Restart(0)
+	complete(t, j, 3, "ckpt.1")
+	j.WaitState(wait, "ckpt.1", cache.Failed, 1, 2, 3)
+	if _, why := j.Nodes[3].State("ckpt.1"); !strings.Contains(why, "node 0") {
+		t.Errorf("ckpt.1 failed saying %q; want node 0 named", why)
+	}
+}
+
+// TestCoordinatorLostItsCopyMidRound: node 0 dies while a round waits for
+// its own open file, after the others completed their copies; restarted,
+// with its cache (its copy then failed, being written) or wiped, it learns
+// of the others' complete, unrecorded copies and fails the dataset on
+// every node, node 0 named.
+func TestCoordinatorLostItsCopyMidRound(t *testing.T) {
+	for _, wipe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wiped=%v", wipe), func(t *testing.T) {
+			j := job(t, 8)
+			j.RestartAll()
+			writeAll(j, "ckpt.1")
+			if err := j.Nodes[0].Store.Get("ckpt.1").OpenWrite(); err != nil { // the application still writes on node 0
+				t.Fatal(err)
+			}
+			complete(t, j, 1, "ckpt.1")
+			j.WaitState(wait, "ckpt.1", cache.Complete, 1, 2, 3)
+			j.Kill(0)
+			if wipe {
+				j.Wipe(0)
+			}
+			<-j.Restart(0)
+			j.WaitState(wait, "ckpt.1", cache.Failed, 1, 2, 3)
+			if _, why := j.Nodes[2].State("ckpt.1"); !strings.Contains(why, "node 0") {
+				t.Errorf("ckpt.1 failed saying %q; want node 0 named", why)
+			}
+		})
+	}
+}
+
+// TestSequenceAfterCoordinatorWiped: node 0 is replaced (wiped) after
+// three checkpoints; the next ones are still the newest of the job — their
+// sequence numbers go on after the others' — so each new one makes the
+// oldest go, never the newest, on every node.
+func TestSequenceAfterCoordinatorWiped(t *testing.T) {
+	j := job(t, 2)
+	j.RestartAll()
+	for _, name := range []string{"ckpt.1", "ckpt.2", "ckpt.3"} {
+		writeAll(j, name)
+		complete(t, j, 1, name)
+		j.WaitState(wait, name, cache.Protected, j.All()...)
+	}
+	j.Kill(0)
+	j.Wipe(0)
+	<-j.Restart(0)
+	j.WaitState(wait, "ckpt.2", cache.Protected, 0)
+	j.WaitState(wait, "ckpt.3", cache.Protected, 0)
+	for _, name := range []string{"ckpt.4", "ckpt.5"} {
+		writeAll(j, name)
+		complete(t, j, 2, name)
+		j.WaitState(wait, name, cache.Protected, j.All()...)
+	}
+	last := recordOf(t, j, 1, "ckpt.4").Seq
+	for i := range j.Nodes {
+		if seq := recordOf(t, j, i, "ckpt.5").Seq; seq <= last {
+			t.Errorf("node %d: ckpt.5 has sequence %d, ckpt.4 %d", i, seq, last)
+		}
+	}
+	j.Wait(wait, "ckpt.3 evicted everywhere, ckpt.4 and ckpt.5 kept", func() string {
+		return j.Describe("ckpt.3") + " / " + j.Describe("ckpt.4") + " / " + j.Describe("ckpt.5")
+	}, func() bool {
+		for _, n := range j.Nodes {
+			if n.Store.Get("ckpt.3") != nil || n.Store.Get("ckpt.4") == nil || n.Store.Get("ckpt.5") == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
