@@ -196,6 +196,34 @@ func TestEvictionKeepsCacheSize(t *testing.T) {
 	}
 }
 
+// TestEvictionWaitsForTheRecord: a recorded dataset gives way only to a
+// newer recorded one; one complete here but not yet recorded (it may still
+// fail job-wide) makes the cache hold one more until its record comes.
+func TestEvictionWaitsForTheRecord(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	for i, n := range []string{"c1", "c2", "c3"} {
+		ts.write(t, n, "f", 10)
+		if err := ts.RequestComplete(n, "test"); err != nil {
+			t.Fatal(err)
+		}
+		ts.awaitComplete(t, n)
+		if i < 2 {
+			if err := ts.SetRecord(n, uint64(i+1), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ts.Get("c1") == nil {
+		t.Fatal("c1 evicted by c3, which the job has not recorded")
+	}
+	if err := ts.SetRecord("c3", 3, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ts.Get("c1") != nil || ts.Get("c2") == nil || ts.Get("c3") == nil {
+		t.Fatalf("after c3's record: c1 %v, c2 %v, c3 %v; want only c1 gone", ts.Get("c1") != nil, ts.Get("c2") != nil, ts.Get("c3") != nil)
+	}
+}
+
 func TestEvictionSkipsPinned(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 1)
 	ts.write(t, "c1", "f", 1)

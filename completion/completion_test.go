@@ -170,6 +170,31 @@ func TestEvictionFollowsRecords(t *testing.T) {
 	}
 }
 
+// TestFailedCheckpointEvictsNothing: a checkpoint that completes on some
+// nodes and then fails job-wide (a node killed before completion) costs
+// no proven checkpoint its place: every node keeps both older ones.
+func TestFailedCheckpointEvictsNothing(t *testing.T) {
+	j := job(t, 2)
+	j.RestartAll()
+	for _, name := range []string{"ckpt.1", "ckpt.2"} {
+		writeAll(j, name)
+		complete(t, j, 0, name)
+		j.WaitState(wait, name, cache.Protected, j.All()...)
+	}
+	writeAll(j, "ckpt.3")
+	j.Kill(3)
+	<-j.Restart(3)
+	complete(t, j, 0, "ckpt.3")
+	j.WaitState(wait, "ckpt.3", cache.Failed, j.All()...)
+	for _, name := range []string{"ckpt.1", "ckpt.2"} {
+		for _, n := range j.Nodes {
+			if st, why := n.State(name); st != cache.Protected {
+				t.Errorf("node %d: %s is %q %s after ckpt.3 failed; want it kept, protected", n.Index, name, st, why)
+			}
+		}
+	}
+}
+
 // TestCoordinatorRestartsMidRound: node 0 dies while a round waits for a
 // node's open file; when it is back, the nodes' complete but unrecorded
 // copies are proven from its ledger and recorded.
