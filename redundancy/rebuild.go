@@ -306,6 +306,18 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 // rank this node plays (its own, and one it now hosts for a node gone from
 // the job).
 func (p *Protector) handleRebuild(ctx context.Context, from int, msg rebuildMsg) (any, error) {
+	// The plan names, by identity, who holds each rank's share once the
+	// rebuild is done. A node that restarted with another cache since the
+	// stock-taking (wiped again) is not the one the plan was made for: it
+	// takes no part, or it would keep a share the record says another
+	// identity holds; its start has the job take stock again.
+	set := msg.Dataset.Record.Set(msg.Set)
+	for r, n := range msg.Nodes {
+		if id := set[r].HeldBy(); n == p.self && id != p.o.Store.NodeID() {
+			return nil, fmt.Errorf("node %d: the rebuild of %s was planned for rank %d held by %s, and this node is %s now (it restarted since the stock-taking)",
+				p.self, msg.Dataset.Name, r, id, p.o.Store.NodeID())
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(msg.Nodes))
 	for r, n := range msg.Nodes {
