@@ -49,3 +49,27 @@ func TestRebuildTargetReplacedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestEvictedElsewhereNotFailed: a dataset still held on one node (a
+// flush pins it there) while the others evicted it for the cache size is
+// not "lost beyond tolerance" when the job takes stock: it is left to go,
+// and the node that held it evicts it once unpinned, reporting no failure.
+func TestEvictedElsewhereNotFailed(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.Cfg.CacheSize = 1
+	f.startAll()
+	f.write("ckpt.1", 50<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	unpin := f.Nodes[3].Store.Get("ckpt.1").Pin()
+	f.write("ckpt.2", 50<<10)
+	f.complete(0, "ckpt.2")
+	f.WaitState(wait, "ckpt.2", cache.Protected, f.All()...)
+	f.WaitState(wait, "ckpt.1", "", 0, 1, 2)
+
+	f.Kill(1)
+	<-f.restart(1) // the job takes stock
+	unpin()
+	f.WaitState(wait, "ckpt.1", "", f.All()...)
+	f.WaitState(wait, "ckpt.2", cache.Protected, f.All()...)
+}

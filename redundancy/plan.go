@@ -54,6 +54,27 @@ type inventoryMsg struct {
 	Node     int          `json:"node"`
 	ID       string       `json:"id"` // the node's identity (its cache's)
 	Datasets []invDataset `json:"datasets"`
+	// CacheSize is the node's datasets.cache_size: a recorded dataset it
+	// does not hold, while it holds that many newer ones, it evicted.
+	CacheSize int `json:"cache_size,omitempty"`
+}
+
+// evicted says whether the node evicted dataset d by the cache size: it
+// holds none of it and at least CacheSize recorded datasets newer.
+func (m *inventoryMsg) evicted(d invDataset) bool {
+	if m.CacheSize < 1 {
+		return false
+	}
+	newer := 0
+	for _, o := range m.Datasets {
+		if o.Name == d.Name {
+			return false
+		}
+		if o.Record.Seq > d.Record.Seq {
+			newer++
+		}
+	}
+	return newer >= m.CacheSize
 }
 
 // actionKind is what the job does with one set of a dataset.
@@ -123,6 +144,13 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	everyone := len(invs) == nodes
 	var out []action
 	for name, d := range newest {
+		if pastCacheSize(invs, d) {
+			// A node holds none of it for holding newer ones: the dataset
+			// is leaving the job's caches, not lost (the others evict it
+			// as their pins let them); rebuilding or failing it would
+			// only tell a wrong story.
+			continue
+		}
 		rec := d.Record
 		slices.Sort(on[name])
 		var free []int // nodes that hold nothing of the dataset
@@ -190,6 +218,16 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 		return cmp.Or(cmp.Compare(b.Dataset.Record.Seq, a.Dataset.Record.Seq), cmp.Compare(a.Set, b.Set))
 	})
 	return out
+}
+
+// pastCacheSize says whether an answering node evicted dataset d.
+func pastCacheSize(invs map[int]*inventoryMsg, d invDataset) bool {
+	for _, inv := range invs {
+		if inv.evicted(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // holding is a node's copy of a member's share.

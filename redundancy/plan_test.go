@@ -215,3 +215,32 @@ func TestPlanReplacementPlaysItsRank(t *testing.T) {
 		t.Fatalf("plan %+v", acts)
 	}
 }
+
+// TestPlanEvictedIsNotLost: nodes that hold none of an older dataset while
+// they hold cache_size newer ones evicted it; the others still hold it
+// (pinned by a flush, or killed before their eviction). Nothing is
+// rebuilt or failed: the dataset is leaving the caches, not lost. Without
+// the newer ones, the same absence is a loss.
+func TestPlanEvictedIsNotLost(t *testing.T) {
+	old, n2, n3 := rec("c1", 1, "xor", 0, 0), rec("c2", 2, "xor", 0, 0), rec("c3", 3, "xor", 0, 0)
+	invs := map[int]*inventoryMsg{}
+	for n := range 4 {
+		id := fmt.Sprintf("id%d", n)
+		if n < 2 {
+			invs[n] = inv(n, "", has(n2, id), has(n3, id))
+		} else {
+			invs[n] = inv(n, "", has(old, id), has(n2, id), has(n3, id))
+		}
+		invs[n].CacheSize = 2
+	}
+	if acts := plan(4, invs); len(acts) != 0 {
+		t.Fatalf("plan %+v, want nothing: c1 is past the cache size", acts)
+	}
+	for n := range 4 {
+		invs[n].CacheSize = 3
+	}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Dataset.Name != "c1" || acts[0].Kind != actFail || !strings.Contains(acts[0].Reason, "nodes 0, 1") {
+		t.Fatalf("plan %+v, want c1 failed with nodes 0 and 1 lost: within a cache of 3 they should hold it", acts)
+	}
+}

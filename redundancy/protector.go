@@ -28,6 +28,7 @@ type Store interface {
 	StagingDir(name string) string
 	TakeSpare() string
 	NodeID() string
+	CacheSize() int
 }
 
 // Mount is what the protocols tell the file system: a dataset appeared

@@ -224,7 +224,7 @@ func (p *Protector) handleInventory(ctx context.Context, from int, _ struct{}) (
 // it is complete), and so is one completed before records existed (kept
 // as it is).
 func (p *Protector) inventory() inventoryMsg {
-	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}}
+	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}, CacheSize: p.o.Store.CacheSize()}
 	for _, ds := range p.o.Store.Datasets() {
 		info := ds.Info()
 		if !info.State.Completed() || info.Seq == 0 {
