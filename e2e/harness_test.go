@@ -401,6 +401,19 @@ func (w *logWatch) count(parts ...string) int {
 	return n
 }
 
+// matching returns the lines that contain all parts.
+func (w *logWatch) matching(parts ...string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, l := range w.lines {
+		if containsAll(l, parts) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 func (w *logWatch) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -57,6 +57,10 @@ type inventoryMsg struct {
 	// CacheSize is the node's datasets.cache_size: a recorded dataset it
 	// does not hold, while it holds that many newer ones, it evicted.
 	CacheSize int `json:"cache_size,omitempty"`
+	// Pending names the datasets complete here whose record has not
+	// reached this node yet (it restarted before it did; its join brings
+	// it): its share of them is here, just not verifiable yet.
+	Pending []string `json:"pending,omitempty"`
 }
 
 // evicted says whether the node evicted dataset d by the cache size: it
@@ -120,11 +124,18 @@ const (
 func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	newest := map[string]invDataset{}
 	holders := map[string]map[string][]holding{} // dataset → member → holdings
+	pending := map[string]map[string]bool{}      // dataset → identities whose record is on its way
 	on := map[string][]int{}                     // dataset → nodes holding any of it
 	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
 	ids := map[int]string{}
 	for n, inv := range invs {
 		ids[n] = inv.ID
+		for _, name := range inv.Pending {
+			if pending[name] == nil {
+				pending[name] = map[string]bool{}
+			}
+			pending[name][inv.ID] = true
+		}
 		for _, d := range inv.Datasets {
 			if cur, ok := newest[d.Name]; !ok || d.Record.Newer(cur.Record) {
 				newest[d.Name] = d
@@ -176,6 +187,10 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 					}
 				case len(hs) > 0:
 					status[r], at[r] = damaged, hs[0].node
+				case pending[name][m.HeldBy()]:
+					// Its node holds it complete, the record not there
+					// yet: away, not lost, until it is.
+					status[r], at[r] = unreachable, -1
 				case everyone:
 					status[r], at[r] = missing, -1
 				default:

@@ -244,3 +244,17 @@ func TestPlanEvictedIsNotLost(t *testing.T) {
 		t.Fatalf("plan %+v, want c1 failed with nodes 0 and 1 lost: within a cache of 3 they should hold it", acts)
 	}
 }
+
+// TestPlanPendingIsAway: a node that holds a dataset complete but has not
+// got its record yet (restarted before it arrived) holds its share: the
+// member is away until the record comes, never lost.
+func TestPlanPendingIsAway(t *testing.T) {
+	r := rec("c", 1, "xor", 0, 0)
+	invs := own(r, []int{1}, 0, 2, 3) // never encoded; node 1 without the record
+	invs[1] = inv(1, "")
+	invs[1].Pending = []string{"c"}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 1") {
+		t.Fatalf("plan %+v, want c degraded, waiting for node 1", acts)
+	}
+}

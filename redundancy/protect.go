@@ -97,8 +97,14 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 	unpin := ds.Pin()
 	defer unpin()
 	// Whatever the outcome, the dataset is settled here: flushes count it
-	// and flush jobs waiting for it go on.
-	defer p.o.OnSettled(name)
+	// and flush jobs waiting for it go on — unless a newer protect of it
+	// took over (see await), which settles it.
+	superseded := false
+	defer func() {
+		if !superseded {
+			p.o.OnSettled(name)
+		}
+	}()
 	params, m, err := p.operation(rec, ds.Dir())
 	if err != nil {
 		p.degrade(name, "cannot protect it under its record: "+err.Error())
@@ -118,22 +124,18 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 	rctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
 	err = p.o.Mux.CallRetrying(rctx, coord, "ready", readyMsg{Dataset: name, Rank: m.Rank, Nodes: m.Set.Nodes}, nil)
 	cancel()
-	if err != nil {
-		p.forget(name)
+	v, outcome := p.awaitVerdict(ctx, name, verdict, err != nil)
+	switch {
+	case outcome == verdictSuperseded:
+		superseded = true
+		return
+	case outcome == verdictClosing:
+		return
+	case outcome == verdictNone && err != nil:
 		p.degrade(name, fmt.Sprintf("set coordinator node %d unreachable: %v", coord, err))
 		return
-	}
-	var v verdictMsg
-	wait := time.NewTimer(2*p.o.Timeout + p.o.ConnectTimeout)
-	defer wait.Stop()
-	select {
-	case v = <-verdict:
-	case <-wait.C:
-		p.forget(name)
+	case outcome == verdictNone:
 		p.degrade(name, fmt.Sprintf("no verdict from set coordinator node %d", coord))
-		return
-	case <-ctx.Done():
-		p.forget(name)
 		return
 	}
 	if v.Attempt == "" {
@@ -161,8 +163,10 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 }
 
 // await registers interest in a dataset's verdict before asking for it, so
-// a fast coordinator's answer cannot arrive unheard.
-func (p *Protector) await(name string) <-chan verdictMsg {
+// a fast coordinator's answer cannot arrive unheard. A later protect of the
+// same dataset here (the record arrived again, a stock-taking found it
+// never encoded) takes over: the verdict goes to it.
+func (p *Protector) await(name string) chan verdictMsg {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ch := make(chan verdictMsg, 1)
@@ -170,10 +174,63 @@ func (p *Protector) await(name string) <-chan verdictMsg {
 	return ch
 }
 
-func (p *Protector) forget(name string) {
+// How the wait for a verdict ended.
+type verdictOutcome int
+
+const (
+	verdictCame       verdictOutcome = iota
+	verdictNone                      // none in time (or the ready call failed)
+	verdictSuperseded                // a later protect of the dataset took over
+	verdictClosing                   // the Protector closes
+)
+
+// awaitVerdict waits on ch for the set coordinator's verdict on dataset
+// name; readyFailed means the ready call did not get through, so none is
+// waited for (one may have come all the same).
+func (p *Protector) awaitVerdict(ctx context.Context, name string, ch chan verdictMsg, readyFailed bool) (verdictMsg, verdictOutcome) {
+	giveUp := func(none verdictOutcome) (verdictMsg, verdictOutcome) {
+		switch v, got, superseded := p.abandon(name, ch); {
+		case got:
+			return v, verdictCame
+		case superseded:
+			return verdictMsg{}, verdictSuperseded
+		}
+		return verdictMsg{}, none
+	}
+	if readyFailed {
+		return giveUp(verdictNone)
+	}
+	wait := time.NewTimer(2*p.o.Timeout + p.o.ConnectTimeout)
+	defer wait.Stop()
+	select {
+	case v := <-ch:
+		return v, verdictCame
+	case <-wait.C:
+		return giveUp(verdictNone)
+	case <-ctx.Done():
+		_, _, _ = p.abandon(name, ch)
+		return verdictMsg{}, verdictClosing
+	}
+}
+
+// abandon gives up waiting on ch for name's verdict. It returns the
+// verdict if one arrived meanwhile (got), or whether a later protect of
+// name took over (superseded), which then decides the outcome: an earlier
+// one that timed out must not make the dataset degraded after the later
+// one protected it.
+func (p *Protector) abandon(name string, ch chan verdictMsg) (v verdictMsg, got, superseded bool) {
 	p.mu.Lock()
-	delete(p.verdicts, name)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if p.verdicts[name] == ch {
+		delete(p.verdicts, name)
+		return verdictMsg{}, false, false
+	}
+	select {
+	case v = <-ch: // delivered under p.mu: seen here if it was
+		return v, true, false
+	default:
+		return verdictMsg{}, false, true
+	}
 }
 
 func (p *Protector) degrade(name, reason string) {
@@ -236,12 +293,12 @@ func (p *Protector) timeout(name string) {
 // handleVerdict runs on every member: it wakes the dataset's protect.
 func (p *Protector) handleVerdict(ctx context.Context, from int, v verdictMsg) (any, error) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	ch := p.verdicts[v.Dataset]
 	delete(p.verdicts, v.Dataset)
-	p.mu.Unlock()
 	if ch == nil {
 		return nil, fmt.Errorf("node %d is not waiting for a verdict on %s", p.self, v.Dataset)
 	}
-	ch <- v
+	ch <- v // buffered, never blocks; under p.mu so abandon sees it
 	return struct{}{}, nil
 }

@@ -204,6 +204,7 @@ func (p *Protector) collect(ctx context.Context) map[int]*inventoryMsg {
 				}
 				return err != nil
 			})
+			inv.Pending = slices.DeleteFunc(inv.Pending, func(name string) bool { return layout.CheckDatasetName(name) != nil })
 			inv.Node = n
 			mu.Lock()
 			out[n] = &inv
@@ -220,14 +221,18 @@ func (p *Protector) handleInventory(ctx context.Context, from int, _ struct{}) (
 
 // inventory verifies every recorded dataset in this node's cache: every
 // member's share it holds, under the record's scheme and set. A dataset
-// complete here but not yet recorded is left out (the job has not agreed
-// it is complete), and so is one completed before records existed (kept
-// as it is).
+// complete here but not yet recorded is only named (Pending): the job may
+// have agreed it while this node was down, and then its share is here,
+// the record on its way.
 func (p *Protector) inventory() inventoryMsg {
 	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}, CacheSize: p.o.Store.CacheSize()}
 	for _, ds := range p.o.Store.Datasets() {
 		info := ds.Info()
-		if !info.State.Completed() || info.Seq == 0 {
+		if !info.State.Completed() {
+			continue
+		}
+		if info.Seq == 0 {
+			out.Pending = append(out.Pending, info.Name)
 			continue
 		}
 		rec, err := record.Load(ds.Dir())
