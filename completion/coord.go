@@ -123,7 +123,7 @@ func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, e
 	if c.self != coordinator {
 		return nil, c.errNotCoordinator("join")
 	}
-	c.joined(from, m)
+	c.joined(ctx, from, m, true)
 	return struct{}{}, nil
 }
 
@@ -152,7 +152,9 @@ func (c *Completer) recall(ctx context.Context) {
 				c.log.Info("a node did not say what it holds; it will when it joins", "node", n, "err", err)
 				return
 			}
-			c.joined(n, m)
+			// Not waiting for the rounds it starts: they wait for the
+			// recall to be over before they number a record.
+			c.joined(ctx, n, m, false)
 		}()
 	}
 	wg.Wait()
@@ -170,8 +172,8 @@ func (c *Completer) awaitRecall(ctx context.Context) error {
 
 // joined takes a node's join: its identity, its newest sequence number,
 // and the datasets complete there but never recorded, which are proven
-// now.
-func (c *Completer) joined(from int, m joinMsg) {
+// now (with wait, before it returns).
+func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) {
 	c.mu.Lock()
 	changed := c.ledger.heard(m.ID)
 	if m.MaxSeq >= c.ledger.NextSeq {
@@ -189,8 +191,26 @@ func (c *Completer) joined(from int, m joinMsg) {
 	}
 	c.mu.Unlock()
 	c.log.Info("node joined", "from", from, "id", m.ID, "run", m.Run, "pending", len(m.Pending))
+	var rounds []<-chan struct{}
 	for _, p := range m.Pending {
-		c.startRound(completeMsg{Dataset: p.Dataset, Kind: p.Kind, Root: p.Root, Reason: "complete on node " + itoa(from) + " before a restart", From: from})
+		// Again, even if its round ended recorded: the node missed the
+		// record (killed before it arrived), and gets it now.
+		m := completeMsg{Dataset: p.Dataset, Kind: p.Kind, Root: p.Root, Reason: "complete on node " + itoa(from) + " before a restart", From: from}
+		if done := c.startRound(m, true); done != nil {
+			rounds = append(rounds, done)
+		}
+	}
+	// The node's datasets are settled before its join returns: the
+	// stock-taking its start asks for next finds them recorded there.
+	for _, done := range rounds {
+		if !wait {
+			break
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
 
@@ -219,26 +239,33 @@ func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg)
 			m.Kind, m.Root = string(r.Kind), r.Root
 		}
 	}
-	c.startRound(m)
+	c.startRound(m, false)
 	return struct{}{}, nil
 }
 
 // startRound proves dataset m.Dataset complete in the background, unless a
-// round of it runs or ended already.
-func (c *Completer) startRound(m completeMsg) {
+// round of it runs, or (unless again) ended recorded already. It returns a
+// channel closed when the round is over, nil if none started.
+func (c *Completer) startRound(m completeMsg, again bool) <-chan struct{} {
 	c.mu.Lock()
-	_, ended := c.ended[m.Dataset]
-	if c.rounds[m.Dataset] || (ended && c.ended[m.Dataset] == "") {
+	why, ended := c.ended[m.Dataset]
+	if c.rounds[m.Dataset] || (ended && why == "" && !again) {
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	c.rounds[m.Dataset] = true
 	c.mu.Unlock()
-	if !c.g.Go(func(ctx context.Context) { c.round(ctx, m) }) {
+	done := make(chan struct{})
+	if !c.g.Go(func(ctx context.Context) {
+		defer close(done)
+		c.round(ctx, m)
+	}) {
 		c.mu.Lock()
 		delete(c.rounds, m.Dataset)
 		c.mu.Unlock()
+		return nil
 	}
+	return done
 }
 
 // round asks every node for its share, judges them, and sends every node
@@ -257,6 +284,23 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	shares := c.collect(ctx, m)
 	if ctx.Err() != nil {
 		return // closing: proven after the restart
+	}
+	if rec := recordedBefore(m, shares); rec != nil {
+		// The job agreed this dataset's record already (this round was
+		// asked for again: a node that missed the record rejoined, or node
+		// 0 restarted and forgot the round's end). The record stands; it
+		// is sent to every node again, never judged anew.
+		c.mu.Lock()
+		c.ledger.done(m.Dataset)
+		c.endLocked(m.Dataset, "")
+		err := c.persistLocked()
+		c.mu.Unlock()
+		if err != nil {
+			log.Error("completion not recorded", "err", err)
+		}
+		log.Info("dataset recorded before; its record sent again", "seq", rec.Seq)
+		c.tell(ctx, "record", recordMsg{Record: rec}, log)
+		return
 	}
 	c.mu.Lock()
 	var why []string
@@ -297,6 +341,25 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	log.Info("dataset complete job-wide", "seq", rec.Seq, "members", len(rec.Members), "reason", m.Reason,
 		"seconds", time.Since(start).Seconds())
 	c.tell(ctx, "record", recordMsg{Record: rec}, log)
+}
+
+// recordedBefore returns the newest record of m's dataset a node answered
+// with, or nil. A fetched dataset is recorded anew for this job.
+func recordedBefore(m completeMsg, shares []share) *record.Record {
+	if m.fetched {
+		return nil
+	}
+	var newest *record.Record
+	for _, s := range shares {
+		r := s.rep.Record
+		if s.err != nil || r == nil || r.Dataset != m.Dataset || r.Check() != nil {
+			continue
+		}
+		if newest == nil || r.Newer(newest) {
+			newest = r
+		}
+	}
+	return newest
 }
 
 // share is one node's answer to a round.

@@ -2,10 +2,17 @@ package completion_test
 
 import (
 	"fmt"
+	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/daemon"
+	"github.com/scrfs/scrfs/internal/jobtest"
+	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Node 0 restarted, with its control directory or wiped, while datasets
@@ -98,4 +105,63 @@ func TestSequenceAfterCoordinatorWiped(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestRecordMissedThenRestarted: node 1 completes its copy, and is killed
+// before the record reaches it; restarted with its cache, it gets the
+// record when it joins (the round is asked for again and sends the
+// job's record on, never judging it anew), so the stock-taking its start
+// asks for finds every member's share and protects the dataset — it
+// used to count node 1's share gone, and failed a dataset whose every
+// byte was there.
+func TestRecordMissedThenRestarted(t *testing.T) {
+	var drop atomic.Bool
+	drop.Store(true)
+	j := jobtest.New(t, 4, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+		if kind == "record" && to == 1 && drop.Load() {
+			return memnet.DropRequest
+		}
+		return memnet.Deliver
+	}}, jobtest.Config{
+		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4, CacheSize: 8,
+		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second},
+	})
+	j.RestartAll()
+	writeAll(j, "ckpt.1")
+	want := map[int]map[string]string{}
+	for _, n := range j.Nodes {
+		want[n.Index] = n.Sums("ckpt.1")
+	}
+	complete(t, j, 2, "ckpt.1")
+	j.WaitState(wait, "ckpt.1", cache.Degraded, 0, 2, 3) // node 1 never ready: no record
+	j.WaitState(wait, "ckpt.1", cache.Complete, 1)
+	j.Kill(1)
+	drop.Store(false)
+	<-j.Restart(1)
+	j.WaitState(wait, "ckpt.1", cache.Protected, j.All()...)
+	for _, n := range j.Nodes {
+		if got := n.Sums("ckpt.1"); !maps.Equal(got, want[n.Index]) {
+			t.Errorf("node %d holds %v of ckpt.1, wrote %v", n.Index, got, want[n.Index])
+		}
+	}
+	// Node 1 protected it twice (the record's arrival, the stock-taking):
+	// the earlier attempt, whose verdict went to the later one, gives up
+	// after twice the timeout and a connect timeout without making the
+	// dataset degraded.
+	stays(t, j, 3*time.Second, "ckpt.1", cache.Protected)
+}
+
+// stays fails if dataset name leaves state st on any node within d: a
+// bounded watch of the state itself.
+func stays(t *testing.T, j *jobtest.Job, d time.Duration, name string, st cache.State) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		for _, n := range j.Nodes {
+			if got, why := n.State(name); got != st {
+				t.Fatalf("node %d: %s went %s (%s)", n.Index, name, got, why)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // a poll of the state
+	}
 }

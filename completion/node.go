@@ -252,6 +252,10 @@ type shareReply struct {
 	Empty bool               `json:"empty,omitempty"`
 	Lost  string             `json:"lost,omitempty"` // why this node has no valid copy
 	Files []schemes.FileMeta `json:"files,omitempty"`
+	// Record is the job's record of the dataset, when this node holds it
+	// recorded already: a round asked for again (a node that missed the
+	// record rejoins, node 0 restarted) sends it on instead of judging.
+	Record *record.Record `json:"record,omitempty"`
 }
 
 // handleShare completes the dataset here (once its files are closed) and
@@ -278,6 +282,11 @@ func (c *Completer) handleShare(ctx context.Context, from int, m shareReq) (any,
 				return rep, nil
 			}
 			rep.Began, rep.Files = info.Began, files
+			if info.Seq > 0 {
+				if rec, err := record.Load(ds.Dir()); err == nil {
+					rep.Record = rec
+				}
+			}
 			return rep, nil
 		case info.Completing == "":
 			if err := c.o.Store.RequestComplete(m.Dataset, m.Reason); err != nil && !errors.Is(err, cache.ErrReadOnly) {
@@ -400,7 +409,7 @@ func (c *Completer) Fetched(info cache.Info) {
 		return
 	}
 	c.startRound(completeMsg{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root,
-		Reason: "fetched from the prefix", From: c.self, fetched: true, seq: info.Seq, completed: info.Completed})
+		Reason: "fetched from the prefix", From: c.self, fetched: true, seq: info.Seq, completed: info.Completed}, false)
 }
 
 // ReserveSeq makes every dataset recorded from now on get a sequence
