@@ -165,3 +165,22 @@ func stays(t *testing.T, j *jobtest.Job, d time.Duration, name string, st cache.
 		time.Sleep(20 * time.Millisecond) // a poll of the state
 	}
 }
+
+// TestShareOfAKilledWriterBeforeRestore: node 2 is killed while the
+// dataset is being written, and a round asks for its share after its
+// daemon is up again but before its restore failed what was being
+// written (the chaos test's finding: the round completed node 2's
+// partial copy, and a checkpoint without rank 2's files was protected and
+// flushed). Its share is lost, and the dataset fails everywhere.
+func TestShareOfAKilledWriterBeforeRestore(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	writeAll(j, "ckpt.1")
+	j.Kill(2)
+	j.Start(2) // serving peers, not restored yet
+	complete(t, j, 0, "ckpt.1")
+	j.WaitState(wait, "ckpt.1", cache.Failed, 0, 1, 3)
+	if _, why := j.Nodes[0].State("ckpt.1"); !strings.Contains(why, "node 2 lost its copy") {
+		t.Errorf("ckpt.1 failed saying %q; want node 2's copy named lost", why)
+	}
+}

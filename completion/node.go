@@ -288,6 +288,13 @@ func (c *Completer) handleShare(ctx context.Context, from int, m shareReq) (any,
 				}
 			}
 			return rep, nil
+		case info.Began != "" && info.Began != c.o.Incarnation:
+			// Left being written by an earlier run of this daemon (which
+			// was killed): what it wrote may be partial, and this run
+			// cannot complete it (its restore fails it, but a round can
+			// ask before that).
+			rep.Lost = fmt.Sprintf("node %d lost its copy: it was being written when its daemon stopped", c.self)
+			return rep, nil
 		case info.Completing == "":
 			if err := c.o.Store.RequestComplete(m.Dataset, m.Reason); err != nil && !errors.Is(err, cache.ErrReadOnly) {
 				return nil, err
