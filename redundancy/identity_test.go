@@ -1,12 +1,16 @@
 package redundancy_test
 
 import (
+	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 )
 
 // TestRebuildTargetReplacedAgain: a node lost (wiped) is lost again, wiped
@@ -72,4 +76,64 @@ func TestEvictedElsewhereNotFailed(t *testing.T) {
 	unpin()
 	f.WaitState(wait, "ckpt.1", "", f.All()...)
 	f.WaitState(wait, "ckpt.2", cache.Protected, f.All()...)
+}
+
+// TestProtectAskedAgainWhileEncoding: a dataset never encoded is protected
+// again while its encode runs (stock-takings back to back each found it
+// never encoded: the chaos test's finding). One encode runs per node at a
+// time; the second protect, finding the dataset protected after the
+// first, does nothing — two at once wrote the same redundancy file and
+// failed each other, leaving the set degraded with every node up.
+func TestProtectAskedAgainWhileEncoding(t *testing.T) {
+	var ready atomic.Bool
+	f := newFixture(t, xor, memnet.Faults{
+		Call: func(from, to int, kind string) memnet.Drop {
+			if kind == "ready" && !ready.Load() {
+				return memnet.DropRequest
+			}
+			return memnet.Deliver
+		},
+		// Slow enough that the second protect comes while the first encodes.
+		StreamDelay: func(from, to int, id string) time.Duration { return 20 * time.Millisecond },
+	})
+	f.startAll()
+	f.write("ckpt.1", 200<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Degraded, f.All()...) // no set coordinator: never encoded
+	ready.Store(true)
+	rec, err := record.Load(f.Nodes[0].Store.Get("ckpt.1").Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range f.All() {
+		f.p(i).Protect.Protect(rec)
+	}
+	// An encode under way writes its redundancy file beside the final
+	// name; no store change tells of it, so the file system is polled.
+	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+		tmp, err := filepath.Glob(filepath.Join(f.Nodes[0].Store.Get("ckpt.1").Dir(), layout.MetaDir, "*.redset.tmp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tmp) > 0 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("no encode under way on node 0")
+		}
+	}
+	for _, i := range f.All() {
+		f.p(i).Protect.Protect(rec)
+	}
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	end := time.Now().Add(3 * time.Second) // past every protect's verdict timeout
+	for time.Now().Before(end) {
+		for _, i := range f.All() {
+			if st, why := f.Nodes[i].State("ckpt.1"); st != cache.Protected {
+				t.Fatalf("node %d: ckpt.1 went %s (%s)", i, st, why)
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // a poll of the state
+	}
+	f.checkFiles("ckpt.1", f.All()...)
 }

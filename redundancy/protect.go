@@ -56,8 +56,46 @@ type round struct {
 // ends with the dataset protected, degraded with a reason, or (SINGLE)
 // complete with its metadata recorded, and then OnSettled; unless the
 // Protector closes first.
+//
+// One protect of a dataset runs on a node at a time: asked again while one
+// runs (its record arrived again, or stock-takings back to back found it
+// never encoded), it runs once more after that one, unless that one left
+// it protected. Two at once would have two encodes write the same
+// redundancy file, and fail each other.
 func (p *Protector) Protect(rec *record.Record) {
-	p.g.Go(func(ctx context.Context) { p.protect(ctx, rec) })
+	name := rec.Dataset
+	p.mu.Lock()
+	if p.protecting[name] {
+		p.again[name] = rec
+		p.mu.Unlock()
+		return
+	}
+	p.protecting[name] = true
+	p.mu.Unlock()
+	if !p.g.Go(func(ctx context.Context) { p.protectOnce(ctx, rec) }) {
+		p.mu.Lock()
+		delete(p.protecting, name)
+		p.mu.Unlock()
+	}
+}
+
+// protectOnce runs one protect of rec's dataset, then the one asked for
+// meanwhile, if any and still needed.
+func (p *Protector) protectOnce(ctx context.Context, rec *record.Record) {
+	for rec != nil {
+		p.protect(ctx, rec)
+		name := rec.Dataset
+		p.mu.Lock()
+		rec = p.again[name]
+		delete(p.again, name)
+		if ds := p.o.Store.Get(name); rec != nil && (ds == nil || ds.State() == cache.Protected || ctx.Err() != nil) {
+			rec = nil
+		}
+		if rec == nil {
+			delete(p.protecting, name)
+		}
+		p.mu.Unlock()
+	}
 }
 
 // operation returns the scheme parameters of a recorded dataset's set and
@@ -97,14 +135,8 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 	unpin := ds.Pin()
 	defer unpin()
 	// Whatever the outcome, the dataset is settled here: flushes count it
-	// and flush jobs waiting for it go on — unless a newer protect of it
-	// took over (see await), which settles it.
-	superseded := false
-	defer func() {
-		if !superseded {
-			p.o.OnSettled(name)
-		}
-	}()
+	// and flush jobs waiting for it go on.
+	defer p.o.OnSettled(name)
 	params, m, err := p.operation(rec, ds.Dir())
 	if err != nil {
 		p.degrade(name, "cannot protect it under its record: "+err.Error())
@@ -126,9 +158,6 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 	cancel()
 	v, outcome := p.awaitVerdict(ctx, name, verdict, err != nil)
 	switch {
-	case outcome == verdictSuperseded:
-		superseded = true
-		return
 	case outcome == verdictClosing:
 		return
 	case outcome == verdictNone && err != nil:
@@ -163,9 +192,7 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 }
 
 // await registers interest in a dataset's verdict before asking for it, so
-// a fast coordinator's answer cannot arrive unheard. A later protect of the
-// same dataset here (the record arrived again, a stock-taking found it
-// never encoded) takes over: the verdict goes to it.
+// a fast coordinator's answer cannot arrive unheard.
 func (p *Protector) await(name string) chan verdictMsg {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -178,27 +205,17 @@ func (p *Protector) await(name string) chan verdictMsg {
 type verdictOutcome int
 
 const (
-	verdictCame       verdictOutcome = iota
-	verdictNone                      // none in time (or the ready call failed)
-	verdictSuperseded                // a later protect of the dataset took over
-	verdictClosing                   // the Protector closes
+	verdictCame    verdictOutcome = iota
+	verdictNone                   // none in time (or the ready call failed)
+	verdictClosing                // the Protector closes
 )
 
 // awaitVerdict waits on ch for the set coordinator's verdict on dataset
 // name; readyFailed means the ready call did not get through, so none is
-// waited for (one may have come all the same).
+// waited for (one may have come all the same: the call's answer was lost).
 func (p *Protector) awaitVerdict(ctx context.Context, name string, ch chan verdictMsg, readyFailed bool) (verdictMsg, verdictOutcome) {
-	giveUp := func(none verdictOutcome) (verdictMsg, verdictOutcome) {
-		switch v, got, superseded := p.abandon(name, ch); {
-		case got:
-			return v, verdictCame
-		case superseded:
-			return verdictMsg{}, verdictSuperseded
-		}
-		return verdictMsg{}, none
-	}
 	if readyFailed {
-		return giveUp(verdictNone)
+		return p.abandon(name, ch, verdictNone)
 	}
 	wait := time.NewTimer(2*p.o.Timeout + p.o.ConnectTimeout)
 	defer wait.Stop()
@@ -206,30 +223,27 @@ func (p *Protector) awaitVerdict(ctx context.Context, name string, ch chan verdi
 	case v := <-ch:
 		return v, verdictCame
 	case <-wait.C:
-		return giveUp(verdictNone)
+		return p.abandon(name, ch, verdictNone)
 	case <-ctx.Done():
-		_, _, _ = p.abandon(name, ch)
+		p.abandon(name, ch, verdictClosing)
 		return verdictMsg{}, verdictClosing
 	}
 }
 
-// abandon gives up waiting on ch for name's verdict. It returns the
-// verdict if one arrived meanwhile (got), or whether a later protect of
-// name took over (superseded), which then decides the outcome: an earlier
-// one that timed out must not make the dataset degraded after the later
-// one protected it.
-func (p *Protector) abandon(name string, ch chan verdictMsg) (v verdictMsg, got, superseded bool) {
+// abandon gives up waiting on ch for name's verdict, with outcome none;
+// but a verdict that arrived meanwhile (handleVerdict delivers it under
+// p.mu) is taken.
+func (p *Protector) abandon(name string, ch chan verdictMsg, none verdictOutcome) (verdictMsg, verdictOutcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.verdicts[name] == ch {
 		delete(p.verdicts, name)
-		return verdictMsg{}, false, false
 	}
 	select {
-	case v = <-ch: // delivered under p.mu: seen here if it was
-		return v, true, false
+	case v := <-ch:
+		return v, verdictCame
 	default:
-		return verdictMsg{}, false, true
+		return verdictMsg{}, none
 	}
 }
 

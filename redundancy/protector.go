@@ -10,6 +10,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/internal/group"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -89,6 +90,10 @@ type Protector struct {
 	running  bool                       // a stock-taking loop runs
 	next     chan struct{}              // closed when the next stock-taking has finished; nil if none asked for
 	progress map[string]*Progress       // rebuilds under way here
+	// protecting are the datasets with a protect running here; again the
+	// record of one asked for meanwhile (see Protect).
+	protecting map[string]bool
+	again      map[string]*record.Record
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -119,6 +124,9 @@ func New(o Options) (*Protector, error) {
 		rounds:   map[string]*round{},
 		verdicts: map[string]chan verdictMsg{},
 		progress: map[string]*Progress{},
+
+		protecting: map[string]bool{},
+		again:      map[string]*record.Record{},
 	}
 	jobnet.Handle(o.Mux, "ready", p.handleReady)
 	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)
