@@ -184,3 +184,33 @@ func TestShareOfAKilledWriterBeforeRestore(t *testing.T) {
 		t.Errorf("ckpt.1 failed saying %q; want node 2's copy named lost", why)
 	}
 }
+
+// TestCoordinatorRestartPromptWithPending: node 0 restarts holding a
+// dataset complete but unrecorded (killed mid-round). Its own join waits
+// for that dataset's round, which waits for node 0's recall of the other
+// nodes: the recall must not wait for the join in turn (it did, until the
+// connect timeout ended the join, and the job was out of step for that
+// long). With a connect timeout far above the wait, the dataset is
+// recorded and protected promptly.
+func TestCoordinatorRestartPromptWithPending(t *testing.T) {
+	j := jobtest.New(t, 4, memnet.Faults{}, jobtest.Config{
+		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4, CacheSize: 8,
+		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Minute, MemberTimeout: time.Second},
+	})
+	j.RestartAll()
+	writeAll(j, "ckpt.1")
+	ds := j.Nodes[2].Store.Get("ckpt.1")
+	if err := ds.OpenWrite(); err != nil { // node 2's application still writes: the round waits
+		t.Fatal(err)
+	}
+	complete(t, j, 1, "ckpt.1")
+	j.WaitState(wait, "ckpt.1", cache.Complete, 0, 1, 3)
+	j.Kill(0)
+	ds.CloseWrite("late.bin", 0, false)
+	start := time.Now()
+	<-j.Restart(0)
+	j.WaitState(wait, "ckpt.1", cache.Protected, j.All()...)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("node 0's restart with a pending dataset took %v", took)
+	}
+}

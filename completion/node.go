@@ -154,7 +154,9 @@ func (m joinMsg) Check() error {
 // running.
 func (c *Completer) Join(ctx context.Context) error {
 	if c.self == coordinator {
-		defer c.g.Go(c.recall)
+		// Before its own join, which waits for the rounds of its pending
+		// datasets, and they for the recall.
+		c.g.Go(c.recall)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
