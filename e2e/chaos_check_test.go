@@ -278,9 +278,10 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 }
 
 // judgeFailure accepts a failure only with a reason that is true: a
-// dataset once protected or recorded fails only for losing more members
-// than its scheme tolerates (or, never protected, for losing one), and
-// one that was never recorded only because a kill interrupted it.
+// dataset once protected fails only for losing more members than its
+// scheme tolerates; one recorded but never protected (its encode cut off,
+// so its redundancy is incomplete) for losing one; and one that was never
+// recorded only because a kill interrupted it.
 func (ch *chaos) judgeFailure(ds *chaosDataset, reason string) {
 	lost := len(ds.lost)
 	var ok bool
@@ -288,11 +289,8 @@ func (ch *chaos) judgeFailure(ds *chaosDataset, reason string) {
 	case ds.partial:
 		ok = true
 		ch.counts.failedPartial++
-	case strings.Contains(reason, "tolerates"):
-		ok = lost > ch.sc.tolerance
-		ch.counts.failedTrue++
-	case strings.Contains(reason, "never protected"):
-		ok = !ds.protected && lost > 0
+	case strings.Contains(reason, "tolerates") || strings.Contains(reason, "never protected"):
+		ok = lost > ch.sc.tolerance || (!ds.protected && lost > 0)
 		ch.counts.failedTrue++
 	default:
 		ok = !ds.recorded && ds.disturbed

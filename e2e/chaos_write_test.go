@@ -181,8 +181,8 @@ func (ch *chaos) writeAndKill(ds *chaosDataset) ([]int, string) {
 	for _, r := range ch.collect(ds, done, len(files)) {
 		if r.err != nil && !slices.Contains(victims, r.node) {
 			ch.counts.writeErrors++
-			ch.t.Logf("%s: node %d's writes of %s with nodes %v killed: %v; its log says:\n%s", ch.sc.name, r.node, ds.name, victims, r.err,
-				strings.Join(ch.c.Nodes[r.node].log.matching(ds.name), "\n"))
+			ch.t.Logf("%s: node %d's writes of %s with nodes %v killed: %v; its log ends:\n%s", ch.sc.name, r.node, ds.name, victims, r.err,
+				strings.Join(ch.c.Nodes[r.node].log.tail(15), "\n"))
 		}
 	}
 	return victims, phaseWrite

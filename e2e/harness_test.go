@@ -401,17 +401,11 @@ func (w *logWatch) count(parts ...string) int {
 	return n
 }
 
-// matching returns the lines that contain all parts.
-func (w *logWatch) matching(parts ...string) []string {
+// tail returns the last n lines.
+func (w *logWatch) tail(n int) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []string
-	for _, l := range w.lines {
-		if containsAll(l, parts) {
-			out = append(out, l)
-		}
-	}
-	return out
+	return slices.Clone(w.lines[max(0, len(w.lines)-n):])
 }
 
 func (w *logWatch) String() string {
