@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
@@ -21,19 +22,24 @@ import (
 // token that names the streams; if one is not ready within Timeout it
 // tells the ready ones the dataset stays unprotected (degraded) and why.
 // One verdict for everyone means members never disagree about whether an
-// encode happens.
+// encode happens. Each protect belongs to a try: "" for the one the record
+// starts, the stock-taking's token for one it asks for. Readies gather,
+// and verdicts go, per try, so a try that a later one replaced (a member
+// restarted meanwhile) never mixes with it.
 
 // readyMsg tells the coordinator a member has a dataset complete.
 type readyMsg struct {
 	Dataset string `json:"dataset"`
 	Rank    int    `json:"rank"`
 	// Nodes are the set's members by rank, as the dataset's record has them.
-	Nodes []int `json:"nodes"`
+	Nodes []int  `json:"nodes"`
+	Try   string `json:"try,omitempty"`
 }
 
 // verdictMsg is the coordinator's answer to every member.
 type verdictMsg struct {
 	Dataset string `json:"dataset"`
+	Try     string `json:"try,omitempty"`
 	Attempt string `json:"attempt,omitempty"` // set when the members encode
 	Reason  string `json:"reason,omitempty"`  // why not, when Attempt is empty
 }
@@ -44,11 +50,20 @@ func (m readyMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
 // Check implements jobnet.Checker.
 func (m verdictMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
 
-// round is the coordinator's view of one dataset's readiness.
+// round is the coordinator's view of one try's readiness.
 type round struct {
 	nodes []int // the set's members by rank
 	ready map[int]bool
 	timer *time.Timer
+}
+
+// roundKey names a round: a dataset's try.
+type roundKey struct{ dataset, try string }
+
+// waiter is a member's protect waiting for its try's verdict.
+type waiter struct {
+	try string
+	ch  chan verdictMsg // buffered, 1
 }
 
 // Protect applies redundancy to a dataset whose record the job just
@@ -57,45 +72,87 @@ type round struct {
 // complete with its metadata recorded, and then OnSettled; unless the
 // Protector closes first.
 //
-// One protect of a dataset runs on a node at a time: asked again while one
-// runs (its record arrived again, or stock-takings back to back found it
-// never encoded), it runs once more after that one, unless that one left
-// it protected. Two at once would have two encodes write the same
-// redundancy file, and fail each other.
-func (p *Protector) Protect(rec *record.Record) {
+// One protect of a dataset runs on a node at a time. Asked again while one
+// runs (stock-takings found it never encoded, a member restarted), the
+// later one takes over: the earlier is cancelled, and the later starts once
+// it is gone. Two at once had two encodes write the same redundancy file
+// and fail each other; and an earlier one left to finish would wait on an
+// attempt a restarted member never joins, out of step with the others'
+// new one, and the set would stay degraded with every node up.
+func (p *Protector) Protect(rec *record.Record) { p.protectTry(rec, "") }
+
+// protectTry is Protect for a try the stock-taking asked for.
+func (p *Protector) protectTry(rec *record.Record, try string) {
 	name := rec.Dataset
+	cur := &protecting{done: make(chan struct{})}
 	p.mu.Lock()
-	if p.protecting[name] {
-		p.again[name] = rec
-		p.mu.Unlock()
-		return
-	}
-	p.protecting[name] = true
+	prev := p.protecting[name]
+	p.protecting[name] = cur
 	p.mu.Unlock()
-	if !p.g.Go(func(ctx context.Context) { p.protectOnce(ctx, rec) }) {
-		p.mu.Lock()
-		delete(p.protecting, name)
-		p.mu.Unlock()
+	if prev != nil {
+		prev.supersede()
+	}
+	started := p.g.Go(func(ctx context.Context) {
+		defer close(cur.done)
+		defer func() {
+			p.mu.Lock()
+			if p.protecting[name] == cur {
+				delete(p.protecting, name)
+			}
+			p.mu.Unlock()
+		}()
+		if prev != nil {
+			select {
+			case <-prev.done:
+			case <-ctx.Done():
+				return
+			}
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if !cur.start(cancel) {
+			return // superseded before it began
+		}
+		p.protect(ctx, rec, try, cur)
+	})
+	if !started {
+		close(cur.done)
 	}
 }
 
-// protectOnce runs one protect of rec's dataset, then the one asked for
-// meanwhile, if any and still needed.
-func (p *Protector) protectOnce(ctx context.Context, rec *record.Record) {
-	for rec != nil {
-		p.protect(ctx, rec)
-		name := rec.Dataset
-		p.mu.Lock()
-		rec = p.again[name]
-		delete(p.again, name)
-		if ds := p.o.Store.Get(name); rec != nil && (ds == nil || ds.State() == cache.Protected || ctx.Err() != nil) {
-			rec = nil
-		}
-		if rec == nil {
-			delete(p.protecting, name)
-		}
-		p.mu.Unlock()
+// protecting is one protect of a dataset on this node.
+type protecting struct {
+	done chan struct{} // closed when it has ended
+
+	mu         sync.Mutex
+	cancel     context.CancelFunc // nil until it starts
+	superseded bool
+}
+
+// start hands over the protect's cancel; false if it was superseded
+// already.
+func (pr *protecting) start(cancel context.CancelFunc) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.cancel = cancel
+	return !pr.superseded
+}
+
+// supersede cancels the protect: a later one takes over.
+func (pr *protecting) supersede() {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.superseded = true
+	if pr.cancel != nil {
+		pr.cancel()
 	}
+}
+
+// wasSuperseded says whether a later protect took over.
+func (pr *protecting) wasSuperseded() bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.superseded
 }
 
 // operation returns the scheme parameters of a recorded dataset's set and
@@ -126,7 +183,7 @@ func (p *Protector) operationAs(rec *record.Record, me *record.Member, dir strin
 	return params, m, nil
 }
 
-func (p *Protector) protect(ctx context.Context, rec *record.Record) {
+func (p *Protector) protect(ctx context.Context, rec *record.Record, try string, pr *protecting) {
 	name := rec.Dataset
 	ds := p.o.Store.Get(name)
 	if ds == nil {
@@ -135,8 +192,13 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 	unpin := ds.Pin()
 	defer unpin()
 	// Whatever the outcome, the dataset is settled here: flushes count it
-	// and flush jobs waiting for it go on.
-	defer p.o.OnSettled(name)
+	// and flush jobs waiting for it go on — unless a later protect took
+	// over, which settles it.
+	defer func() {
+		if !pr.wasSuperseded() {
+			p.o.OnSettled(name)
+		}
+	}()
 	params, m, err := p.operation(rec, ds.Dir())
 	if err != nil {
 		p.degrade(name, "cannot protect it under its record: "+err.Error())
@@ -152,10 +214,14 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 		return
 	}
 	coord := m.Set.Nodes[0]
-	verdict := p.await(name)
+	verdict := p.await(name, try)
 	rctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
-	err = p.o.Mux.CallRetrying(rctx, coord, "ready", readyMsg{Dataset: name, Rank: m.Rank, Nodes: m.Set.Nodes}, nil)
+	err = p.o.Mux.CallRetrying(rctx, coord, "ready", readyMsg{Dataset: name, Rank: m.Rank, Nodes: m.Set.Nodes, Try: try}, nil)
 	cancel()
+	if ctx.Err() != nil { // closing, or a later protect took over
+		p.abandon(name, verdict, verdictClosing)
+		return
+	}
 	v, outcome := p.awaitVerdict(ctx, name, verdict, err != nil)
 	switch {
 	case outcome == verdictClosing:
@@ -193,12 +259,12 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record) {
 
 // await registers interest in a dataset's verdict before asking for it, so
 // a fast coordinator's answer cannot arrive unheard.
-func (p *Protector) await(name string) chan verdictMsg {
+func (p *Protector) await(name, try string) *waiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ch := make(chan verdictMsg, 1)
-	p.verdicts[name] = ch
-	return ch
+	w := &waiter{try: try, ch: make(chan verdictMsg, 1)}
+	p.verdicts[name] = w
+	return w
 }
 
 // How the wait for a verdict ended.
@@ -213,19 +279,19 @@ const (
 // awaitVerdict waits on ch for the set coordinator's verdict on dataset
 // name; readyFailed means the ready call did not get through, so none is
 // waited for (one may have come all the same: the call's answer was lost).
-func (p *Protector) awaitVerdict(ctx context.Context, name string, ch chan verdictMsg, readyFailed bool) (verdictMsg, verdictOutcome) {
+func (p *Protector) awaitVerdict(ctx context.Context, name string, w *waiter, readyFailed bool) (verdictMsg, verdictOutcome) {
 	if readyFailed {
-		return p.abandon(name, ch, verdictNone)
+		return p.abandon(name, w, verdictNone)
 	}
 	wait := time.NewTimer(2*p.o.Timeout + p.o.ConnectTimeout)
 	defer wait.Stop()
 	select {
-	case v := <-ch:
+	case v := <-w.ch:
 		return v, verdictCame
 	case <-wait.C:
-		return p.abandon(name, ch, verdictNone)
+		return p.abandon(name, w, verdictNone)
 	case <-ctx.Done():
-		p.abandon(name, ch, verdictClosing)
+		p.abandon(name, w, verdictClosing)
 		return verdictMsg{}, verdictClosing
 	}
 }
@@ -233,14 +299,14 @@ func (p *Protector) awaitVerdict(ctx context.Context, name string, ch chan verdi
 // abandon gives up waiting on ch for name's verdict, with outcome none;
 // but a verdict that arrived meanwhile (handleVerdict delivers it under
 // p.mu) is taken.
-func (p *Protector) abandon(name string, ch chan verdictMsg, none verdictOutcome) (verdictMsg, verdictOutcome) {
+func (p *Protector) abandon(name string, w *waiter, none verdictOutcome) (verdictMsg, verdictOutcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.verdicts[name] == ch {
+	if p.verdicts[name] == w {
 		delete(p.verdicts, name)
 	}
 	select {
-	case v := <-ch:
+	case v := <-w.ch:
 		return v, verdictCame
 	default:
 		return verdictMsg{}, none
@@ -261,36 +327,38 @@ func (p *Protector) handleReady(ctx context.Context, from int, m readyMsg) (any,
 	if len(m.Nodes) == 0 || m.Nodes[0] != p.self || m.Rank < 0 || m.Rank >= len(m.Nodes) {
 		return nil, fmt.Errorf("node %d is not the coordinator of the set %v of %s", p.self, m.Nodes, m.Dataset)
 	}
+	key := roundKey{m.Dataset, m.Try}
 	p.mu.Lock()
-	r := p.rounds[m.Dataset]
+	r := p.rounds[key]
 	if r == nil {
 		r = &round{nodes: m.Nodes, ready: map[int]bool{}}
-		r.timer = time.AfterFunc(p.o.Timeout, func() { p.g.Go(func(context.Context) { p.timeout(m.Dataset) }) })
-		p.rounds[m.Dataset] = r
+		r.timer = time.AfterFunc(p.o.Timeout, func() { p.g.Go(func(context.Context) { p.timeout(key, r) }) })
+		p.rounds[key] = r
 	}
 	r.ready[m.Rank] = true
 	all := len(r.ready) == len(r.nodes)
 	if all {
 		r.timer.Stop()
-		delete(p.rounds, m.Dataset)
+		delete(p.rounds, key)
 	}
 	p.mu.Unlock()
 	if all {
-		v := verdictMsg{Dataset: m.Dataset, Attempt: jobnet.NewToken()}
+		v := verdictMsg{Dataset: m.Dataset, Try: m.Try, Attempt: jobnet.NewToken()}
 		p.tell("verdict", v, r.nodes, "could not deliver redundancy verdict", m.Dataset)
 	}
 	return struct{}{}, nil
 }
 
 // timeout gives up on members that did not report ready in time.
-func (p *Protector) timeout(name string) {
+func (p *Protector) timeout(key roundKey, r *round) {
 	p.mu.Lock()
-	r := p.rounds[name]
-	delete(p.rounds, name)
-	p.mu.Unlock()
-	if r == nil {
-		return
+	if p.rounds[key] != r {
+		p.mu.Unlock()
+		return // every member was ready after all
 	}
+	delete(p.rounds, key)
+	p.mu.Unlock()
+	name := key.dataset
 	var missing []string
 	var ready []int
 	for rank, node := range r.nodes {
@@ -301,18 +369,18 @@ func (p *Protector) timeout(name string) {
 		}
 	}
 	reason := fmt.Sprintf("node %s not ready within %v", strings.Join(missing, ", "), p.o.Timeout)
-	p.tell("verdict", verdictMsg{Dataset: name, Reason: reason}, ready, "could not deliver redundancy verdict", name)
+	p.tell("verdict", verdictMsg{Dataset: name, Try: key.try, Reason: reason}, ready, "could not deliver redundancy verdict", name)
 }
 
 // handleVerdict runs on every member: it wakes the dataset's protect.
 func (p *Protector) handleVerdict(ctx context.Context, from int, v verdictMsg) (any, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ch := p.verdicts[v.Dataset]
-	delete(p.verdicts, v.Dataset)
-	if ch == nil {
-		return nil, fmt.Errorf("node %d is not waiting for a verdict on %s", p.self, v.Dataset)
+	w := p.verdicts[v.Dataset]
+	if w == nil || w.try != v.Try {
+		return nil, fmt.Errorf("node %d is not waiting for a verdict on %s (try %q)", p.self, v.Dataset, v.Try)
 	}
-	ch <- v // buffered, never blocks; under p.mu so abandon sees it
+	delete(p.verdicts, v.Dataset)
+	w.ch <- v // buffered, never blocks; under p.mu so abandon sees it
 	return struct{}{}, nil
 }

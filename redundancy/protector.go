@@ -10,7 +10,6 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/internal/group"
 	"github.com/scrfs/scrfs/jobnet"
-	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -85,15 +84,13 @@ type Protector struct {
 	g       *group.Group
 
 	mu       sync.Mutex
-	rounds   map[string]*round          // coordinator: datasets being gathered
-	verdicts map[string]chan verdictMsg // member: datasets waiting for a verdict
-	running  bool                       // a stock-taking loop runs
-	next     chan struct{}              // closed when the next stock-taking has finished; nil if none asked for
-	progress map[string]*Progress       // rebuilds under way here
-	// protecting are the datasets with a protect running here; again the
-	// record of one asked for meanwhile (see Protect).
-	protecting map[string]bool
-	again      map[string]*record.Record
+	rounds   map[roundKey]*round  // coordinator: tries being gathered
+	verdicts map[string]*waiter   // member: datasets waiting for a verdict
+	running  bool                 // a stock-taking loop runs
+	next     chan struct{}        // closed when the next stock-taking has finished; nil if none asked for
+	progress map[string]*Progress // rebuilds under way here
+	// protecting is the protect of each dataset running here (see Protect).
+	protecting map[string]*protecting
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -121,12 +118,11 @@ func New(o Options) (*Protector, error) {
 		bufs:     schemes.NewBuffers(),
 		metrics:  newMetrics(o.Registerer),
 		g:        group.New(context.Background()),
-		rounds:   map[string]*round{},
-		verdicts: map[string]chan verdictMsg{},
+		rounds:   map[roundKey]*round{},
+		verdicts: map[string]*waiter{},
 		progress: map[string]*Progress{},
 
-		protecting: map[string]bool{},
-		again:      map[string]*record.Record{},
+		protecting: map[string]*protecting{},
 	}
 	jobnet.Handle(o.Mux, "ready", p.handleReady)
 	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)

@@ -47,6 +47,9 @@ type outcomeMsg struct {
 	Dataset invDataset `json:"dataset"`
 	Kind    actionKind `json:"kind"`
 	Reason  string     `json:"reason"`
+	// Try names the stock-taking that asks for a protect (actProtect):
+	// every member's protect of it gathers in one round.
+	Try string `json:"try,omitempty"`
 }
 
 // membersMsg tells every node who the job's nodes are: their identities by
@@ -149,10 +152,11 @@ func (p *Protector) reconcile(ctx context.Context) {
 	p.tellWait(ctx, "members", members, answered(invs))
 	acts := plan(p.o.Nodes, invs)
 	p.log.Info("the job took stock after a restart", "nodes", p.o.Nodes, "answered", answered(invs), "actions", len(acts))
+	try := jobnet.NewToken()
 	for _, a := range acts {
 		log := p.log.With("dataset", a.Dataset.Name, "set", a.Set)
 		if a.Kind != actRebuild {
-			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason}, a.To)
+			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason, Try: try}, a.To)
 			continue
 		}
 		a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Set, a.Lost, a.Nodes, ids)
@@ -292,7 +296,7 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 		err = p.o.Store.SetState(name, cache.Degraded, m.Reason)
 		p.log.Warn("dataset degraded", "dataset", name, "reason", m.Reason)
 	case actProtect:
-		p.Protect(m.Dataset.Record)
+		p.protectTry(m.Dataset.Record, m.Try)
 	case actClear:
 		err = p.o.Store.SetState(name, cache.Protected, "")
 		p.log.Info("dataset protected again: every member is back and verified", "dataset", name)
