@@ -108,20 +108,7 @@ func TestProtectAskedAgainWhileEncoding(t *testing.T) {
 	for _, i := range f.All() {
 		f.p(i).Protect.Protect(rec)
 	}
-	// An encode under way writes its redundancy file beside the final
-	// name; no store change tells of it, so the file system is polled.
-	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
-		tmp, err := filepath.Glob(filepath.Join(f.Nodes[0].Store.Get("ckpt.1").Dir(), layout.MetaDir, "*.redset.tmp"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(tmp) > 0 {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("no encode under way on node 0")
-		}
-	}
+	awaitEncode(t, f, 0, "ckpt.1")
 	for _, i := range f.All() {
 		f.p(i).Protect.Protect(rec)
 	}
@@ -136,4 +123,23 @@ func TestProtectAskedAgainWhileEncoding(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // a poll of the state
 	}
 	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// awaitEncode waits until node i encodes dataset name: the encode writes
+// its redundancy file beside the final name, which no store change tells
+// of, so the file system is polled.
+func awaitEncode(t *testing.T, f *fixture, i int, name string) {
+	t.Helper()
+	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+		tmp, err := filepath.Glob(filepath.Join(f.Nodes[i].Store.Get(name).Dir(), layout.MetaDir, "*.redset.tmp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tmp) > 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no encode of %s under way on node %d", name, i)
+		}
+	}
 }
