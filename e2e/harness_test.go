@@ -80,6 +80,9 @@ type Node struct {
 	LogFile string
 
 	cmd    *exec.Cmd
+	ctlMu  sync.Mutex
+	ctl    *control.Client // the control socket's client, made once per control directory
+	ctlDir string
 	log    *logWatch   // the current run's log
 	past   []*logWatch // earlier runs' logs, oldest first
 	exited chan struct{}
@@ -193,11 +196,30 @@ func (n *Node) Logs() string {
 	return b.String()
 }
 
-// Kill sends SIGKILL and waits for the process to be gone, as a crash.
+// Kill sends SIGKILL and waits for the process to be gone, as a crash. A
+// process still there a minute later is stuck in the kernel (a FUSE request
+// to its own mount, say): the test fails with its threads' kernel stacks.
 func (n *Node) Kill() {
 	n.t.Helper()
 	n.cmd.Process.Kill()
-	<-n.exited
+	select {
+	case <-n.exited:
+	case <-time.After(time.Minute):
+		n.t.Fatalf("HANG: daemon %d (%s) still there a minute after SIGKILL:\n%s", n.cmd.Process.Pid, n.Mount, kernelStacks(n.cmd.Process.Pid))
+	}
+}
+
+// kernelStacks describes where a process's threads are in the kernel.
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		stat, _ := os.ReadFile(filepath.Join(task, "stat"))
+		wchan, _ := os.ReadFile(filepath.Join(task, "wchan"))
+		stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+		fmt.Fprintf(&b, "%s wchan=%s\n%s\n", strings.TrimSpace(string(stat)), wchan, stack)
+	}
+	return b.String()
 }
 
 // Stop sends SIGTERM and returns the daemon's exit error once it is gone.

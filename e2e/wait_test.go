@@ -48,10 +48,17 @@ func (n *Node) pollStatus(timeout time.Duration, ok func(*control.Status) (bool,
 	}
 }
 
-// client returns a control client of the daemon, to ask it in process.
+// client returns a control client of the daemon, to ask it in process:
+// one per node, so its connections are kept and reused (a client per call
+// left an idle connection behind each time).
 func (n *Node) client() *control.Client {
 	dir := n.ControlDir()
-	return control.NewClient(jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}})
+	n.ctlMu.Lock()
+	defer n.ctlMu.Unlock()
+	if n.ctl == nil || n.ctlDir != dir {
+		n.ctl, n.ctlDir = control.NewClient(jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}}), dir
+	}
+	return n.ctl
 }
 
 // statusWithin asks the daemon for its status once, within timeout.
