@@ -18,6 +18,10 @@ type heldShare struct {
 	Member  string `json:"member"` // the member's identity
 	Intact  bool   `json:"intact"` // its redundancy file and files verified (schemes.Inspect)
 	Problem string `json:"problem,omitempty"`
+	// Data, when not Intact: the member's files are there as its record
+	// lists them; only its redundancy data is missing or damaged (an
+	// encode cut off), so the set can encode again rather than lose it.
+	Data bool `json:"data,omitempty"`
 }
 
 // invDataset is what a node says about one recorded dataset it holds.
@@ -144,7 +148,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				holders[d.Name], degraded[d.Name] = map[string][]holding{}, map[int]bool{}
 			}
 			for _, s := range d.Shares {
-				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact})
+				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact, data: s.Intact || s.Data})
 			}
 			on[d.Name] = append(on[d.Name], n)
 			if d.State == cache.Degraded {
@@ -175,18 +179,19 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 			set := rec.Set(s)
 			status := make([]memberStatus, len(set))
 			at := make([]int, len(set))
-			moved := map[int]string{} // rank → identity of its new holder
+			data := make([]bool, len(set)) // the member's files are held, as recorded
+			moved := map[int]string{}      // rank → identity of its new holder
 			for r, m := range set {
 				hs := holders[name][m.ID]
 				slices.SortFunc(hs, func(a, b holding) int { return a.rank(m) - b.rank(m) })
 				switch {
 				case len(hs) > 0 && hs[0].intact:
-					status[r], at[r] = intact, hs[0].node
+					status[r], at[r], data[r] = intact, hs[0].node, true
 					if hs[0].id != m.HeldBy() {
 						moved[r] = hs[0].id
 					}
 				case len(hs) > 0:
-					status[r], at[r] = damaged, hs[0].node
+					status[r], at[r], data[r] = damaged, hs[0].node, hs[0].data
 				case pending[name][m.HeldBy()]:
 					// Its node holds it complete, the record not there
 					// yet: away, not lost, until it is.
@@ -207,7 +212,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				// record follows where the share is.
 				revised = movedRecord(revised, s, moved)
 			}
-			for _, a := range decide(rec, s, set, status, at, free, anyDegraded) {
+			for _, a := range decide(rec, s, set, status, data, at, free, anyDegraded) {
 				switch a.Kind {
 				case actFail:
 					a.To = answered(invs)
@@ -250,6 +255,7 @@ type holding struct {
 	node   int
 	id     string // the node's identity
 	intact bool
+	data   bool // the member's files are there (intact, or only its redundancy damaged)
 }
 
 // rank orders the copies of member m's share, best first: intact before
@@ -274,7 +280,7 @@ func (h holding) rank(m *record.Member) int {
 // while every node answered, or whose copies are damaged, count as lost: a
 // member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, at []int, free []int, degraded bool) []action {
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, free []int, degraded bool) []action {
 	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
 	var lost, away, gone []int
 	anyIntact := false
@@ -305,6 +311,15 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 	if err == nil && len(lost) > 0 {
 		err = p.CanRebuild(lost)
 	}
+	if err != nil && len(gone) == 0 && allHeld(data, status) {
+		// Beyond a rebuild, but every member's files are here (or on a
+		// node that is away): only redundancy data is missing, encodes
+		// cut off. Encode again, once everyone is here.
+		if len(away) > 0 {
+			return one(actDegrade, "its redundancy data is incomplete; encoding again waits for "+memberList(set, away))
+		}
+		return one(actProtect, "")
+	}
 	if err != nil {
 		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", memberList(set, lost), rec.Scheme.Kind))
 	}
@@ -323,6 +338,17 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		return one(actClear, "")
 	}
 	return nil
+}
+
+// allHeld says whether every member's files are held, but for members
+// on nodes that did not answer.
+func allHeld(data []bool, status []memberStatus) bool {
+	for r, ok := range data {
+		if !ok && status[r] != unreachable {
+			return false
+		}
+	}
+	return true
 }
 
 // hostedTwice says which node holds the shares of two members of a set

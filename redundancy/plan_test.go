@@ -258,3 +258,43 @@ func TestPlanPendingIsAway(t *testing.T) {
 		t.Fatalf("plan %+v, want c degraded, waiting for node 1", acts)
 	}
 }
+
+// TestPlanEncodeCutOff: members whose redundancy file is missing or
+// damaged but whose files are all there (an encode cut off by a kill) are
+// not lost: beyond what a rebuild restores, the set encodes again (or
+// waits for a member away), and only a member whose files are gone makes
+// the dataset fail.
+func TestPlanEncodeCutOff(t *testing.T) {
+	dataOnly := func(invs map[int]*inventoryMsg, ns ...int) map[int]*inventoryMsg {
+		for _, n := range ns {
+			invs[n].Datasets[0].Shares[0].Data = true
+		}
+		return invs
+	}
+	xor, rs := rec("c", 1, "xor", 0, 0), rec("c", 1, "rs", 2, 0)
+	tests := []struct {
+		name   string
+		invs   map[int]*inventoryMsg
+		want   actionKind
+		reason string
+	}{
+		{"xor, two cut off", dataOnly(own(xor, nil, 0, 1), 0, 1), actProtect, ""},
+		{"rs, three cut off", dataOnly(own(rs, nil, 0, 1, 2), 0, 1, 2), actProtect, ""},
+		{"xor, two cut off, one of them corrupt", dataOnly(own(xor, nil, 0, 1), 0), actFail, "nodes 0, 1"},
+		{"xor, two cut off, one away", dataOnly(own(xor, []int{3}, 0, 1), 0, 1), actDegrade, "waits for node 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acts := plan(4, tt.invs)
+			if len(acts) != 1 || acts[0].Kind != tt.want || !strings.Contains(acts[0].Reason, tt.reason) {
+				t.Fatalf("plan %+v, want %s saying %q", acts, tt.want, tt.reason)
+			}
+		})
+	}
+	// One gone with its files: no encoding brings them back.
+	invs := dataOnly(own(xor, []int{2}, 0), 0)
+	invs[2] = inv(2, "new2")
+	if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actFail {
+		t.Fatalf("plan %+v, want c failed: node 2's files are gone and node 0's redundancy too", acts)
+	}
+}

@@ -253,6 +253,7 @@ func (p *Protector) inventory() inventoryMsg {
 			}
 			if err != nil {
 				share.Problem = err.Error()
+				share.Data = len(schemes.Present(ds.ShareDir(m.ID), m.Files)) == 0
 			} else {
 				share.Intact = true
 			}
