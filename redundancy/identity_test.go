@@ -143,3 +143,26 @@ func awaitEncode(t *testing.T, f *fixture, i int, name string) {
 		}
 	}
 }
+
+// TestFailedProtectTriesAgain: a member's ready never reaches the set's
+// coordinator, so the set's protect fails on every node with every node
+// up; nothing else would try again (no node restarts), so the members ask
+// node 0 to take stock, which has them encode again, and the set ends
+// protected.
+func TestFailedProtectTriesAgain(t *testing.T) {
+	var drop atomic.Bool
+	drop.Store(true)
+	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+		if kind == "ready" && from == 3 && drop.Load() {
+			return memnet.DropRequest
+		}
+		return memnet.Deliver
+	}})
+	f.startAll()
+	f.write("ckpt.1", 50<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Degraded, 3)
+	drop.Store(false)
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}

@@ -228,13 +228,16 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 		return
 	case outcome == verdictNone && err != nil:
 		p.degrade(name, fmt.Sprintf("set coordinator node %d unreachable: %v", coord, err))
+		p.retake(name)
 		return
 	case outcome == verdictNone:
 		p.degrade(name, fmt.Sprintf("no verdict from set coordinator node %d", coord))
+		p.retake(name)
 		return
 	}
 	if v.Attempt == "" {
 		p.degrade(name, v.Reason)
+		p.retake(name)
 		return
 	}
 	start := time.Now()
@@ -244,10 +247,14 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 	if err != nil {
 		if ctx.Err() == nil {
 			p.degrade(name, "encode failed: "+err.Error())
+			p.retake(name)
 		}
 		return
 	}
 	p.metrics.encoded(params.Kind.String(), res)
+	p.mu.Lock()
+	delete(p.retakes, name)
+	p.mu.Unlock()
 	if err := p.o.Store.SetState(name, cache.Protected, ""); err != nil {
 		log.Warn("record protected state", "err", err)
 		return
@@ -255,6 +262,51 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 	seconds := time.Since(start).Seconds()
 	log.Info("dataset protected", "bytes", res.DataBytes, "seconds", seconds, "path", res.Path,
 		"rate_mib_s", float64(res.DataBytes)/(1<<20)/max(seconds, 1e-9), "sent", res.Sent, "received", res.Received)
+}
+
+// maxRetakes bounds the stock-takings one node asks for after failed
+// protects of one dataset.
+const maxRetakes = 3
+
+// retakeMsg asks node 0 to take stock again: a protect failed here.
+type retakeMsg struct {
+	Dataset string `json:"dataset"`
+}
+
+// Check implements jobnet.Checker.
+func (m retakeMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
+
+// retake asks node 0 for a stock-taking after a protect of dataset name
+// failed here (no verdict, a member not ready, an encode cut off): a
+// member restarted meanwhile, or the members' tries fell out of step, and
+// nothing else would try again while every node is up. The stock-taking
+// has every member encode again under one try if all are here, or says
+// why not; a few times per dataset at most.
+func (p *Protector) retake(name string) {
+	p.mu.Lock()
+	p.retakes[name]++
+	n := p.retakes[name]
+	p.mu.Unlock()
+	if n > maxRetakes {
+		return
+	}
+	p.g.Go(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout+p.o.ConnectTimeout)
+		defer cancel()
+		if err := p.o.Mux.Call(ctx, stockTaker, "retake", retakeMsg{Dataset: name}, nil); err != nil {
+			p.log.Warn("could not ask node 0 to take stock again", "dataset", name, "err", err)
+		}
+	})
+}
+
+// handleRetake runs a stock-taking for a node whose protect failed.
+func (p *Protector) handleRetake(ctx context.Context, from int, m retakeMsg) (any, error) {
+	p.log.Info("a protect failed; the job takes stock again", "node", from, "dataset", m.Dataset)
+	select {
+	case <-p.round():
+	case <-ctx.Done():
+	}
+	return struct{}{}, nil
 }
 
 // await registers interest in a dataset's verdict before asking for it, so

@@ -91,6 +91,7 @@ type Protector struct {
 	progress map[string]*Progress // rebuilds under way here
 	// protecting is the protect of each dataset running here (see Protect).
 	protecting map[string]*protecting
+	retakes    map[string]int // stock-takings asked for after failed protects (see retake)
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -123,11 +124,13 @@ func New(o Options) (*Protector, error) {
 		progress: map[string]*Progress{},
 
 		protecting: map[string]*protecting{},
+		retakes:    map[string]int{},
 	}
 	jobnet.Handle(o.Mux, "ready", p.handleReady)
 	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)
 	jobnet.Handle(o.Mux, "inventory", p.handleInventory)
 	jobnet.Handle(o.Mux, "member-started", p.handleMemberStarted)
+	jobnet.Handle(o.Mux, "retake", p.handleRetake)
 	jobnet.Handle(o.Mux, "rebuild", p.handleRebuild)
 	jobnet.Handle(o.Mux, "outcome", p.handleOutcome)
 	jobnet.Handle(o.Mux, "members", p.handleMembers)
