@@ -214,14 +214,16 @@ func (ch *chaos) evictable(ds *chaosDataset) bool {
 	return newer >= ch.cacheSz
 }
 
-// check verifies the invariants on settled statuses; all re-reads every
-// dataset every node holds, else only those not read since they settled.
-func (ch *chaos) check(all bool) {
+// check verifies the invariants on settled statuses; all (after a
+// recovery) re-reads every dataset every node holds, else only those not
+// read since they settled; final re-reads every tree in the prefix too
+// (else only those flushed since the last check).
+func (ch *chaos) check(all, final bool) {
 	sts := ch.settle()
 	for _, ds := range ch.datasets {
 		ch.checkDataset(ds, sts, all)
 	}
-	ch.checkIndex(all)
+	ch.checkIndex(final)
 }
 
 // checkDataset checks one dataset against every node's settled status.

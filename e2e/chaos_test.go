@@ -165,7 +165,7 @@ func (ch *chaos) run(d time.Duration) {
 	for time.Now().Before(deadline) {
 		ch.iteration()
 	}
-	ch.check(true)
+	ch.check(true, true)
 	ch.scanLogs()
 }
 
@@ -214,7 +214,7 @@ func (ch *chaos) iteration() {
 	if aim == phaseWrite && !ds.marked {
 		ch.mark(ds)
 	}
-	ch.check(len(victims) > 0)
+	ch.check(len(victims) > 0, false)
 	ch.scanLogs()
 	ch.t.Logf("%s %s: checked after %.1fs", ch.sc.name, ds.name, time.Since(start).Seconds())
 }
