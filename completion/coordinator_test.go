@@ -74,21 +74,13 @@ func TestCoordinatorLostItsCopyMidRound(t *testing.T) {
 func TestSequenceAfterCoordinatorWiped(t *testing.T) {
 	j := job(t, 2)
 	j.RestartAll()
-	for _, name := range []string{"ckpt.1", "ckpt.2", "ckpt.3"} {
-		writeAll(j, name)
-		complete(t, j, 1, name)
-		j.WaitState(wait, name, cache.Protected, j.All()...)
-	}
+	protectAll(t, j, 1, "ckpt.1", "ckpt.2", "ckpt.3")
 	j.Kill(0)
 	j.Wipe(0)
 	<-j.Restart(0)
 	j.WaitState(wait, "ckpt.2", cache.Protected, 0)
 	j.WaitState(wait, "ckpt.3", cache.Protected, 0)
-	for _, name := range []string{"ckpt.4", "ckpt.5"} {
-		writeAll(j, name)
-		complete(t, j, 2, name)
-		j.WaitState(wait, name, cache.Protected, j.All()...)
-	}
+	protectAll(t, j, 2, "ckpt.4", "ckpt.5")
 	last := recordOf(t, j, 1, "ckpt.4").Seq
 	for i := range j.Nodes {
 		if seq := recordOf(t, j, i, "ckpt.5").Seq; seq <= last {
