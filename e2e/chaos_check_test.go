@@ -220,10 +220,33 @@ func (ch *chaos) evictable(ds *chaosDataset) bool {
 // (else only those flushed since the last check).
 func (ch *chaos) check(all, final bool) {
 	sts := ch.settle()
+	// A verdict reaches the nodes one by one: a dataset failed on some
+	// nodes and protected on others is waited out, bounded.
+	for end := time.Now().Add(chaosSettle); ch.split(sts) != "" && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond) // a poll of the state itself
+		sts = ch.settle()
+	}
 	for _, ds := range ch.datasets {
 		ch.checkDataset(ds, sts, all)
 	}
 	ch.checkIndex(final)
+}
+
+// split names a dataset some node shows failed and another protected.
+func (ch *chaos) split(sts map[int]*control.Status) string {
+	for _, ds := range ch.datasets {
+		failed, held := false, false
+		for _, st := range sts {
+			if row := findRow(st, ds.name); row != nil {
+				failed = failed || row.State == "failed"
+				held = held || row.State == "protected"
+			}
+		}
+		if failed && held {
+			return ds.name
+		}
+	}
+	return ""
 }
 
 // checkDataset checks one dataset against every node's settled status.
