@@ -151,7 +151,11 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact, data: s.Intact || s.Data})
 			}
 			on[d.Name] = append(on[d.Name], n)
-			if d.State == cache.Degraded {
+			// Degraded, or recorded and never marked protected although
+			// its redundancy may be whole (a node killed between writing
+			// its redundancy file and recording the state): once every
+			// member is intact, it is protected.
+			if d.State == cache.Degraded || d.State == cache.Complete {
 				degraded[d.Name][n] = true
 			}
 		}

@@ -298,3 +298,14 @@ func TestPlanEncodeCutOff(t *testing.T) {
 		t.Fatalf("plan %+v, want c failed: node 2's files are gone and node 0's redundancy too", acts)
 	}
 }
+
+// TestPlanIntactButComplete: a node killed between writing its redundancy
+// file and recording the dataset protected holds it complete; every
+// member being intact, the set is protected: it stayed complete there.
+func TestPlanIntactButComplete(t *testing.T) {
+	invs := own(rec("c", 1, "xor", 0, 0), nil)
+	invs[0].Datasets[0].State = cache.Complete
+	if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actClear || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
+		t.Fatalf("plan %+v, want c cleared on every node", acts)
+	}
+}
