@@ -120,6 +120,7 @@ type chaosCounts struct {
 	flushed, flushFailed        int            // flushes that reached the index; flushes failed with a reason
 	prefixVerified, evicted     int            // index entries whose trees were checked; datasets gone by the cache size
 	writeErrors                 int            // writes refused on live nodes during a mid-write kill
+	fetched                     int            // datasets failed in the caches that came back from the prefix
 }
 
 func newChaos(t *testing.T, sc chaosScheme, seed uint64) *chaos {
@@ -352,6 +353,6 @@ func (ch *chaos) report() {
 	ch.t.Logf("%s chaos: %d iterations; kills by phase: %s; %d restarts, %d wipes", ch.sc.name, c.iterations, strings.Join(kills, ", "), c.restarts, c.wipes)
 	ch.t.Logf("%s chaos: %d datasets written (%d interrupted while written, all failed: %d), %d ever protected, %d trees read back identical through the mounts, %d failed beyond tolerance (true), %d failed at completion after a kill, %d evicted by the cache size",
 		ch.sc.name, c.datasets, c.partial, c.failedPartial, c.protected, c.verifiedReads, c.failedTrue, c.failedUnrecorded, c.evicted)
-	ch.t.Logf("%s chaos: %d datasets flushed and verified in the prefix (%d index entries checked), %d flushes failed with a reason, %d writes refused during a mid-write kill",
-		ch.sc.name, c.flushed, c.prefixVerified, c.flushFailed, c.writeErrors)
+	ch.t.Logf("%s chaos: %d datasets flushed and verified in the prefix (%d index entries checked), %d flushes failed with a reason, %d fetched back after every cache lost them, %d writes refused during a mid-write kill",
+		ch.sc.name, c.flushed, c.prefixVerified, c.flushFailed, c.fetched, c.writeErrors)
 }
