@@ -91,16 +91,19 @@ func (c *Completer) others(skip int) []int {
 }
 
 // announce tells every node but the starter that a dataset began, and
-// notes the run that holds it on each, within ConnectTimeout; a node that
-// does not answer creates it when the application writes there.
+// notes the run that holds it on each, each within ConnectTimeout. The
+// starter waits for the nodes that answer, but at most half of that: a
+// node that is down does not hold up the application's mkdir (which fails
+// once the starter's own wait for node 0 ends); it is told in the
+// background, or creates the dataset when the application writes there.
 func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
-	defer cancel()
 	var wg sync.WaitGroup
 	for _, n := range c.others(starter) {
 		wg.Add(1)
-		go func() {
+		if !c.g.Go(func(ctx context.Context) {
 			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+			defer cancel()
 			var rep beganReply
 			if err := c.o.Mux.CallRetrying(ctx, n, "began", m, &rep); err != nil {
 				c.log.Warn("could not tell a node a dataset began", "dataset", m.Dataset, "to", n, "err", err)
@@ -109,14 +112,31 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
-		}()
+		}) {
+			wg.Done()
+		}
 	}
-	wg.Wait()
-	c.mu.Lock()
-	if err := c.persistLocked(); err != nil {
-		c.log.Error("keep the ledger", "err", err)
+	told := make(chan struct{})
+	keep := func(context.Context) {
+		wg.Wait()
+		c.mu.Lock()
+		if err := c.persistLocked(); err != nil {
+			c.log.Error("keep the ledger", "err", err)
+		}
+		c.mu.Unlock()
+		close(told)
 	}
-	c.mu.Unlock()
+	if !c.g.Go(keep) {
+		keep(ctx)
+	}
+	wait := time.NewTimer(c.o.ConnectTimeout / 2)
+	defer wait.Stop()
+	select {
+	case <-told:
+	case <-wait.C:
+		c.log.Info("a dataset starts before every node heard of it; the others hear in the background", "dataset", m.Dataset)
+	case <-ctx.Done():
+	}
 }
 
 func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, error) {

@@ -206,3 +206,24 @@ func TestCoordinatorRestartPromptWithPending(t *testing.T) {
 		t.Errorf("node 0's restart with a pending dataset took %v", took)
 	}
 }
+
+// TestBeginWithANodeDown: a node of the job is down when another starts a
+// dataset. Node 0 tells the nodes that answer, and the start goes on
+// without waiting for the silent one as long as the starter waits for
+// node 0 (the chaos test's finding: the application's mkdir failed with
+// EIO after cluster.connect_timeout whenever a node was down). The silent
+// node shows the directory once it is back and the application writes
+// there.
+func TestBeginWithANodeDown(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	j.Kill(2)
+	if _, _, err := j.Nodes[1].Store.Obtain(cache.Route{Name: "ckpt.1", Kind: cache.KindDir, Root: "ckpt.1"}); err != nil {
+		t.Fatalf("start a dataset with node 2 down: %v", err)
+	}
+	for _, i := range []int{0, 3} {
+		if st, _ := j.Nodes[i].State("ckpt.1"); st != cache.Writing {
+			t.Errorf("node %d: ckpt.1 is %q once the start returned", i, st)
+		}
+	}
+}
