@@ -166,3 +166,28 @@ func TestFailedProtectTriesAgain(t *testing.T) {
 	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
 	f.checkFiles("ckpt.1", f.All()...)
 }
+
+// TestFailedRebuildTriedAgain: the rebuild of a replacement's share fails
+// once (its call lost); no node restarts after that. The survivors say the
+// set is degraded meanwhile (they said protected, one member short), and
+// the job takes stock again: the share is rebuilt and every node ends
+// protected.
+func TestFailedRebuildTriedAgain(t *testing.T) {
+	var lost atomic.Bool
+	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+		if kind == "rebuild" && to == 2 && lost.CompareAndSwap(true, false) {
+			return memnet.DropRequest
+		}
+		return memnet.Deliver
+	}})
+	f.startAll()
+	f.write("ckpt.1", 100<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.Kill(2)
+	f.Wipe(2)
+	lost.Store(true)
+	<-f.restart(2)
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}

@@ -92,6 +92,9 @@ type Protector struct {
 	// protecting is the protect of each dataset running here (see Protect).
 	protecting map[string]*protecting
 	retakes    map[string]int // stock-takings asked for after failed protects (see retake)
+	// rebuildRetries counts the stock-takings node 0 ran again after
+	// failed rebuilds of each dataset (see retryRebuild).
+	rebuildRetries map[string]int
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -125,6 +128,8 @@ func New(o Options) (*Protector, error) {
 
 		protecting: map[string]*protecting{},
 		retakes:    map[string]int{},
+
+		rebuildRetries: map[string]int{},
 	}
 	jobnet.Handle(o.Mux, "ready", p.handleReady)
 	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)

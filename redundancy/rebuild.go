@@ -162,18 +162,42 @@ func (p *Protector) reconcile(ctx context.Context) {
 		a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Set, a.Lost, a.Nodes, ids)
 		msg := rebuildMsg{Dataset: a.Dataset, Set: a.Set, Nodes: a.Nodes, Lost: a.Lost, Attempt: jobnet.NewToken()}
 		failed := p.o.Mux.CallAll(ctx, a.To, "rebuild", msg)
+		var why error
 		for n, err := range failed {
 			log.Warn("rebuild failed on a node", "node", n, "err", err)
+			why = err
 		}
 		if len(failed) > 0 {
+			// The set is short of the lost members until a rebuild works:
+			// it says so, rather than protected, and the job takes stock
+			// again (a member that restarted meanwhile asked for that
+			// already; a passing fault did not).
+			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade,
+				Reason: fmt.Sprintf("the rebuild of the shares of %s failed (%v); it is tried again", memberList(a.Dataset.Record.Set(a.Set), a.Lost), why)}, a.To)
+			p.retryRebuild(a.Dataset.Name)
 			continue
 		}
+		p.mu.Lock()
+		delete(p.rebuildRetries, a.Dataset.Name)
+		p.mu.Unlock()
 		// Every node that holds the dataset keeps the record that says who
 		// holds the rebuilt shares now.
 		p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actRevise}, answered(invs))
 		if doubled := hostedTwice(a.Nodes); doubled != "" {
 			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade, Reason: doubled}, distinct(a.Nodes))
 		}
+	}
+}
+
+// retryRebuild has the job take stock again after a failed rebuild of
+// dataset name, a few times per dataset.
+func (p *Protector) retryRebuild(name string) {
+	p.mu.Lock()
+	p.rebuildRetries[name]++
+	again := p.rebuildRetries[name] <= maxRetakes
+	p.mu.Unlock()
+	if again {
+		p.round()
 	}
 }
 
