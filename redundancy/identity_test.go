@@ -31,9 +31,7 @@ func TestRebuildTargetReplacedAgain(t *testing.T) {
 		return 0
 	}})
 	f.startAll()
-	f.write("ckpt.1", 100<<10)
-	f.complete(0, "ckpt.1")
-	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.protect("ckpt.1", 100<<10)
 
 	f.Kill(1)
 	f.Wipe(1)
@@ -62,13 +60,9 @@ func TestEvictedElsewhereNotFailed(t *testing.T) {
 	f := newFixture(t, xor, memnet.Faults{})
 	f.Cfg.CacheSize = 1
 	f.startAll()
-	f.write("ckpt.1", 50<<10)
-	f.complete(0, "ckpt.1")
-	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.protect("ckpt.1", 50<<10)
 	unpin := f.Nodes[3].Store.Get("ckpt.1").Pin()
-	f.write("ckpt.2", 50<<10)
-	f.complete(0, "ckpt.2")
-	f.WaitState(wait, "ckpt.2", cache.Protected, f.All()...)
+	f.protect("ckpt.2", 50<<10)
 	f.WaitState(wait, "ckpt.1", "", 0, 1, 2)
 
 	f.Kill(1)
@@ -181,9 +175,7 @@ func TestFailedRebuildTriedAgain(t *testing.T) {
 		return memnet.Deliver
 	}})
 	f.startAll()
-	f.write("ckpt.1", 100<<10)
-	f.complete(0, "ckpt.1")
-	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.protect("ckpt.1", 100<<10)
 	f.Kill(2)
 	f.Wipe(2)
 	lost.Store(true)
