@@ -304,6 +304,12 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 		}
 	case !ds.marked && ds.disturbed:
 		// Its marker never came: nothing to hold.
+	case len(ds.lost) == len(ch.c.Nodes) && len(held) == 0:
+		// Every node's cache was wiped before it was rebuilt anywhere:
+		// no node is left to hold it, or to remember that it failed.
+		ds.failed = "lost on every node"
+		ch.counts.failedTrue++
+		ch.t.Logf("%s: %s lost with every node's cache", ch.sc.name, ds.name)
 	default:
 		ch.t.Fatalf("%s (protected before: %v, recorded: %v, lost shares %v) is held protected on nodes %v only, and no node says it failed",
 			ds.name, ds.protected, ds.recorded, slices.Sorted(maps.Keys(ds.lost)), held)
