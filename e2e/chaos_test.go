@@ -351,7 +351,7 @@ func (ch *chaos) report() {
 		kills = append(kills, fmt.Sprintf("%s %d", p, c.kills[p]))
 	}
 	ch.t.Logf("%s chaos: %d iterations; kills by phase: %s; %d restarts, %d wipes", ch.sc.name, c.iterations, strings.Join(kills, ", "), c.restarts, c.wipes)
-	ch.t.Logf("%s chaos: %d datasets written (%d interrupted while written, all failed: %d), %d ever protected, %d trees read back identical through the mounts, %d failed beyond tolerance (true), %d failed at completion after a kill, %d evicted by the cache size",
+	ch.t.Logf("%s chaos: %d datasets written (%d interrupted while written, %d of them seen failed, none ever recorded), %d ever protected, %d trees read back identical through the mounts, %d failed beyond tolerance (true), %d failed at completion after a kill, %d evicted by the cache size",
 		ch.sc.name, c.datasets, c.partial, c.failedPartial, c.protected, c.verifiedReads, c.failedTrue, c.failedUnrecorded, c.evicted)
 	ch.t.Logf("%s chaos: %d datasets flushed and verified in the prefix (%d index entries checked), %d flushes failed with a reason, %d fetched back after every cache lost them, %d writes refused during a mid-write kill",
 		ch.sc.name, c.flushed, c.prefixVerified, c.flushFailed, c.fetched, c.writeErrors)
