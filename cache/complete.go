@@ -174,22 +174,32 @@ func (s *Store) rememberFailedLocked(info Info) {
 // skipping pinned ones (being encoded or flushed). Age is the job-wide
 // completion order of the datasets' records, never this node's local
 // order: a node that rebuilt or fetched datasets in another order evicts
-// the same ones as every other node. A completed dataset not yet recorded
-// counts as the newest. Nothing is evicted while the state cannot be
+// the same ones as every other node. A recorded dataset gives way only to
+// newer recorded ones: a dataset complete here but not yet proven
+// job-wide may still fail (a node lost its share), and must not cost a
+// proven checkpoint its place — nor make this node evict what the others,
+// which never completed it, keep; the cache holds one more until its
+// record comes. Datasets never recorded (a store without a job) give way
+// to newer ones of their own. Nothing is evicted while the state cannot be
 // written (a restart would report the datasets lost): the cache holds more
 // until it can. s.mu must be held.
 func (s *Store) evictLocked() []Info {
-	var done []*Dataset
+	var recorded, unrecorded []*Dataset
 	for _, d := range s.sortedLocked() {
-		if d.State().Completed() {
-			done = append(done, d)
+		switch {
+		case !d.State().Completed():
+		case d.isRecorded():
+			recorded = append(recorded, d)
+		default:
+			unrecorded = append(unrecorded, d)
 		}
 	}
-	slices.SortStableFunc(done, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
-	// The newest CacheSize completed datasets always stay; older ones go
+	slices.SortStableFunc(recorded, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
+	// The newest CacheSize of each standing always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
 	var victims []*Dataset
-	for _, d := range done[:max(0, len(done)-s.opts.CacheSize)] {
+	for _, d := range slices.Concat(recorded[:max(0, len(recorded)-s.opts.CacheSize)],
+		unrecorded[:max(0, len(unrecorded)-s.opts.CacheSize)]) {
 		d.mu.Lock()
 		pinned := d.pins > 0 || d.flush.pending()
 		d.mu.Unlock()
@@ -292,6 +302,13 @@ func (s *Store) NoteFailed(r Route, reason string) error {
 	s.log.Warn("dataset failed", "dataset", r.Name, "reason", reason)
 	s.metrics.removed(info)
 	return nil
+}
+
+// isRecorded says whether the job agreed the dataset's record.
+func (d *Dataset) isRecorded() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.seq > 0
 }
 
 // ageKey orders completed datasets for eviction: recorded ones by their

@@ -163,7 +163,9 @@ func (s *Store) recover() error {
 	for _, info := range st.Datasets {
 		s.recoverDataset(info)
 	}
-	s.adoptOrphans()
+	// A state that was read (it names the cache's identity) is the truth
+	// about which datasets are here; a missing or unreadable one is not.
+	s.adoptOrphans(st.NodeID != "")
 	s.persistLocked()
 	return nil
 }
@@ -230,8 +232,15 @@ func (s *Store) recoverDataset(info Info) {
 
 // adoptOrphans takes in dataset directories the state does not know (a
 // crash between mkdir and the state write of an older scrfs, or files put
-// there by hand) as writing datasets.
-func (s *Store) adoptOrphans() {
+// there by hand) as writing datasets. A directory that holds a record,
+// though, was a recorded dataset here, and a state that was read
+// (stateRead) no longer lists it: a crash cut off its removal (an eviction
+// writes the state first, then moves the files to the trash) or its
+// adoption (a rebuild's or fetch's files moved in, the state not yet
+// written). The state is the truth: the removal is finished — the job
+// rebuilds or fetches what it still needs — rather than the dataset
+// reported failed as if it had been being written.
+func (s *Store) adoptOrphans(stateRead bool) {
 	entries, err := os.ReadDir(s.CacheDir())
 	if err != nil {
 		s.log.Warn("scan cache directory", "dir", s.CacheDir(), "err", err)
@@ -240,6 +249,17 @@ func (s *Store) adoptOrphans() {
 	for _, e := range entries {
 		name := e.Name()
 		if !e.IsDir() || s.datasets[name] != nil || layout.CheckDatasetName(name) != nil {
+			continue
+		}
+		dir := layout.DatasetDir(s.CacheDir(), name)
+		if _, err := os.Lstat(layout.DatasetRecord(dir)); err == nil && stateRead {
+			// A name of its own in the trash: the time, as no dataset id
+			// is assigned to it.
+			if err := s.toTrash(dir, uint64(time.Now().UnixNano())); err != nil {
+				s.log.Error("remove a dataset the cache state no longer lists", "dataset", name, "err", err)
+				continue
+			}
+			s.log.Info("removed a recorded dataset the cache state no longer lists (a crash cut off its eviction or adoption)", "dataset", name)
 			continue
 		}
 		d := s.newDatasetLocked(Route{Name: name, Kind: KindDir, Root: name})

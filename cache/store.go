@@ -196,6 +196,10 @@ func (s *Store) Datasets() []*Dataset {
 	return s.sortedLocked()
 }
 
+// CacheSize returns how many completed datasets the store keeps
+// (datasets.cache_size).
+func (s *Store) CacheSize() int { return s.opts.CacheSize }
+
 // Failures returns the most recent failed datasets, oldest first.
 func (s *Store) Failures() []Info {
 	s.mu.Lock()

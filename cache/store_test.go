@@ -196,6 +196,72 @@ func TestEvictionKeepsCacheSize(t *testing.T) {
 	}
 }
 
+// TestEvictionWaitsForTheRecord: a recorded dataset gives way only to a
+// newer recorded one; one complete here but not yet recorded (it may still
+// fail job-wide) makes the cache hold one more until its record comes.
+func TestEvictionWaitsForTheRecord(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	for i, n := range []string{"c1", "c2", "c3"} {
+		ts.write(t, n, "f", 10)
+		if err := ts.RequestComplete(n, "test"); err != nil {
+			t.Fatal(err)
+		}
+		ts.awaitComplete(t, n)
+		if i < 2 {
+			if err := ts.SetRecord(n, uint64(i+1), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if ts.Get("c1") == nil {
+		t.Fatal("c1 evicted by c3, which the job has not recorded")
+	}
+	if err := ts.SetRecord("c3", 3, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ts.Get("c1") != nil || ts.Get("c2") == nil || ts.Get("c3") == nil {
+		t.Fatalf("after c3's record: c1 %v, c2 %v, c3 %v; want only c1 gone", ts.Get("c1") != nil, ts.Get("c2") != nil, ts.Get("c3") != nil)
+	}
+}
+
+// TestEvictionCutOffByACrash: a daemon killed between an eviction's state
+// write and the move of the files to the trash leaves the directory of a
+// recorded dataset the state no longer lists; the restart finishes the
+// removal, and reports nothing failed. A directory without a record is
+// still taken in as writing (a crash of an older scrfs between mkdir and
+// the state write).
+func TestEvictionCutOffByACrash(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.completeWith(t, "c1", map[string][]byte{"record.json": []byte("{}")})
+	must(t, ts.SetRecord("c1", 1, time.Now()))
+	kept := filepath.Join(t.TempDir(), "c1")
+	must(t, os.CopyFS(kept, os.DirFS(ts.Get("c1").Dir())))
+	ts.completeWith(t, "c2", nil)
+	must(t, ts.SetRecord("c2", 2, time.Now()))
+	if ts.Get("c1") != nil {
+		t.Fatal("c1 not evicted")
+	}
+	// The eviction's rename to the trash never happened.
+	must(t, os.Rename(kept, filepath.Join(ts.CacheDir(), "c1")))
+	must(t, os.Mkdir(filepath.Join(ts.CacheDir(), "by-hand"), 0o755))
+
+	ts.reopen(t)
+	if d := ts.Get("c1"); d != nil {
+		t.Fatalf("evicted c1 back after the restart: %+v", d.Info())
+	}
+	for _, f := range ts.Failures() {
+		if f.Name == "c1" {
+			t.Fatalf("evicted c1 reported failed: %+v", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ts.CacheDir(), "c1")); !os.IsNotExist(err) {
+		t.Fatalf("c1's directory after the restart: %v", err)
+	}
+	if d := ts.Get("by-hand"); d == nil || d.State() != Writing {
+		t.Fatalf("a directory without a record: %v, want taken in as writing", d)
+	}
+}
+
 func TestEvictionSkipsPinned(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 1)
 	ts.write(t, "c1", "f", 1)

@@ -84,6 +84,12 @@ type Completer struct {
 	ended      map[string]string // node 0: outcome of recent rounds ("" = recorded)
 	endedOrder []string          // node 0: ended's names, oldest first
 	setOf      map[int][2]int    // node index → set and rank
+
+	// recalled is closed once node 0 heard every node's join after its
+	// start (or gave up on the silent ones); rounds wait for it. Closed
+	// from the start on other nodes.
+	recalled     chan struct{}
+	recalledOnce sync.Once
 }
 
 // coordinator is the node that proves completions.
@@ -101,7 +107,7 @@ func New(o Options) (*Completer, error) {
 		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
 		metrics: newMetrics(o.Registerer),
 		changed: make(chan struct{}), rounds: map[string]bool{}, ended: map[string]string{},
-		setOf: map[int][2]int{},
+		setOf: map[int][2]int{}, recalled: make(chan struct{}),
 	}
 	for s, members := range o.Sets {
 		for rank, n := range members {
@@ -110,6 +116,9 @@ func New(o Options) (*Completer, error) {
 	}
 	if len(c.setOf) != o.Nodes {
 		return nil, errors.New("completion: the sets do not cover every node of the job")
+	}
+	if c.self != coordinator {
+		close(c.recalled)
 	}
 	if c.self == coordinator {
 		l, err := loadLedger(o.ControlDir)
@@ -126,6 +135,7 @@ func New(o Options) (*Completer, error) {
 	jobnet.Handle(o.Mux, "rename", c.handleRename)
 	jobnet.Handle(o.Mux, "renamed", c.handleRenamed)
 	jobnet.Handle(o.Mux, "join", c.handleJoin)
+	jobnet.Handle(o.Mux, "recall", c.handleRecall)
 	jobnet.Handle(o.Mux, "complete", c.handleComplete)
 	jobnet.Handle(o.Mux, "share", c.handleShare)
 	jobnet.Handle(o.Mux, "record", c.handleRecord)

@@ -39,6 +39,17 @@ func writeAll(j *jobtest.Job, name string, skip ...int) {
 	}
 }
 
+// protectAll writes each dataset on every node, completes it from node
+// from and waits until every node holds it protected.
+func protectAll(t *testing.T, j *jobtest.Job, from int, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		writeAll(j, name)
+		complete(t, j, from, name)
+		j.WaitState(wait, name, cache.Protected, j.All()...)
+	}
+}
+
 func complete(t *testing.T, j *jobtest.Job, from int, name string) {
 	t.Helper()
 	if err := j.Nodes[from].Protocols.Complete.Complete(context.Background(), name); err != nil {
@@ -142,11 +153,7 @@ func TestWroteNothingVouched(t *testing.T) {
 func TestEvictionFollowsRecords(t *testing.T) {
 	j := job(t, 2)
 	j.RestartAll()
-	for _, name := range []string{"ckpt.1", "ckpt.2"} {
-		writeAll(j, name)
-		complete(t, j, 0, name)
-		j.WaitState(wait, name, cache.Protected, j.All()...)
-	}
+	protectAll(t, j, 0, "ckpt.1", "ckpt.2")
 	j.Kill(2)
 	j.Wipe(2)
 	<-j.Restart(2)
@@ -166,6 +173,27 @@ func TestEvictionFollowsRecords(t *testing.T) {
 	for _, n := range j.Nodes {
 		if n.Store.Get("ckpt.2") == nil {
 			t.Errorf("node %d evicted ckpt.2, the newer one", n.Index)
+		}
+	}
+}
+
+// TestFailedCheckpointEvictsNothing: a checkpoint that completes on some
+// nodes and then fails job-wide (a node killed before completion) costs
+// no proven checkpoint its place: every node keeps both older ones.
+func TestFailedCheckpointEvictsNothing(t *testing.T) {
+	j := job(t, 2)
+	j.RestartAll()
+	protectAll(t, j, 0, "ckpt.1", "ckpt.2")
+	writeAll(j, "ckpt.3")
+	j.Kill(3)
+	<-j.Restart(3)
+	complete(t, j, 0, "ckpt.3")
+	j.WaitState(wait, "ckpt.3", cache.Failed, j.All()...)
+	for _, name := range []string{"ckpt.1", "ckpt.2"} {
+		for _, n := range j.Nodes {
+			if st, why := n.State(name); st != cache.Protected {
+				t.Errorf("node %d: %s is %q %s after ckpt.3 failed; want it kept, protected", n.Index, name, st, why)
+			}
 		}
 	}
 }

@@ -91,16 +91,19 @@ func (c *Completer) others(skip int) []int {
 }
 
 // announce tells every node but the starter that a dataset began, and
-// notes the run that holds it on each, within ConnectTimeout; a node that
-// does not answer creates it when the application writes there.
+// notes the run that holds it on each, each within ConnectTimeout. The
+// starter waits for the nodes that answer, but at most half of that: a
+// node that is down does not hold up the application's mkdir (which fails
+// once the starter's own wait for node 0 ends); it is told in the
+// background, or creates the dataset when the application writes there.
 func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
-	defer cancel()
 	var wg sync.WaitGroup
 	for _, n := range c.others(starter) {
 		wg.Add(1)
-		go func() {
+		if !c.g.Go(func(ctx context.Context) {
 			defer wg.Done()
+			ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+			defer cancel()
 			var rep beganReply
 			if err := c.o.Mux.CallRetrying(ctx, n, "began", m, &rep); err != nil {
 				c.log.Warn("could not tell a node a dataset began", "dataset", m.Dataset, "to", n, "err", err)
@@ -109,20 +112,88 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
-		}()
+		}) {
+			wg.Done()
+		}
 	}
-	wg.Wait()
-	c.mu.Lock()
-	if err := c.persistLocked(); err != nil {
-		c.log.Error("keep the ledger", "err", err)
+	told := make(chan struct{})
+	keep := func(context.Context) {
+		wg.Wait()
+		c.mu.Lock()
+		if err := c.persistLocked(); err != nil {
+			c.log.Error("keep the ledger", "err", err)
+		}
+		c.mu.Unlock()
+		close(told)
 	}
-	c.mu.Unlock()
+	if !c.g.Go(keep) {
+		keep(ctx)
+	}
+	wait := time.NewTimer(c.o.ConnectTimeout / 2)
+	defer wait.Stop()
+	select {
+	case <-told:
+	case <-wait.C:
+		c.log.Info("a dataset starts before every node heard of it; the others hear in the background", "dataset", m.Dataset)
+	case <-ctx.Done():
+	}
 }
 
 func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, error) {
 	if c.self != coordinator {
 		return nil, c.errNotCoordinator("join")
 	}
+	c.joined(ctx, from, m, true)
+	return struct{}{}, nil
+}
+
+// recall asks every other node for its join, once node 0 joined itself at
+// start, within ConnectTimeout, and takes each answer as a join. Node 0's
+// ledger may be older than the job (a restart) or empty (wiped): the
+// nodes that kept running hold datasets complete but unrecorded, whose
+// rounds node 0's restart cut off, and newer sequence numbers than its
+// ledger's. A node that does not answer joins when it starts. Rounds wait
+// until the recall is over before they number a record.
+func (c *Completer) recall(ctx context.Context) {
+	defer c.recalledOnce.Do(func() { close(c.recalled) })
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range c.others(c.self) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var m joinMsg
+			err := c.o.Mux.CallRetrying(ctx, n, "recall", recallMsg{}, &m)
+			if err == nil {
+				err = m.Check()
+			}
+			if err != nil {
+				c.log.Info("a node did not say what it holds; it will when it joins", "node", n, "err", err)
+				return
+			}
+			// Not waiting for the rounds it starts: they wait for the
+			// recall to be over before they number a record.
+			c.joined(ctx, n, m, false)
+		}()
+	}
+	wg.Wait()
+}
+
+// awaitRecall waits until node 0's recall is over, or ctx ends.
+func (c *Completer) awaitRecall(ctx context.Context) error {
+	select {
+	case <-c.recalled:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// joined takes a node's join: its identity, its newest sequence number,
+// and the datasets complete there but never recorded, which are proven
+// now (with wait, before it returns).
+func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) {
 	c.mu.Lock()
 	changed := c.ledger.heard(m.ID)
 	if m.MaxSeq >= c.ledger.NextSeq {
@@ -140,10 +211,27 @@ func (c *Completer) handleJoin(ctx context.Context, from int, m joinMsg) (any, e
 	}
 	c.mu.Unlock()
 	c.log.Info("node joined", "from", from, "id", m.ID, "run", m.Run, "pending", len(m.Pending))
+	var rounds []<-chan struct{}
 	for _, p := range m.Pending {
-		c.startRound(completeMsg{Dataset: p.Dataset, Kind: p.Kind, Root: p.Root, Reason: "complete on node " + itoa(from) + " before a restart", From: from})
+		// Again, even if its round ended recorded: the node missed the
+		// record (killed before it arrived), and gets it now.
+		m := completeMsg{Dataset: p.Dataset, Kind: p.Kind, Root: p.Root, Reason: "complete on node " + itoa(from) + " before a restart", From: from}
+		if done := c.startRound(m, true); done != nil {
+			rounds = append(rounds, done)
+		}
 	}
-	return struct{}{}, nil
+	// The node's datasets are settled before its join returns: the
+	// stock-taking its start asks for next finds them recorded there.
+	for _, done := range rounds {
+		if !wait {
+			break
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg) (any, error) {
@@ -154,7 +242,12 @@ func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg)
 	_, begun := c.ledger.Begun[m.Dataset]
 	_, ended := c.ended[m.Dataset]
 	c.mu.Unlock()
-	if !begun && !ended && c.o.Store.Get(m.Dataset) == nil {
+	// A name nobody knows is refused (scrfs complete of a typo); but a
+	// node that holds the dataset (m.Kind is set) gets a round even when
+	// node 0 has no record of it — node 0 lost its ledger (replaced,
+	// wiped) — so the dataset ends failed everywhere, with that reason,
+	// rather than waiting for ever.
+	if !begun && !ended && c.o.Store.Get(m.Dataset) == nil && m.Kind == "" {
 		return nil, fmt.Errorf("no node began a dataset %s: %w", m.Dataset, cache.ErrNotFound)
 	}
 	if m.Kind == "" {
@@ -166,26 +259,33 @@ func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg)
 			m.Kind, m.Root = string(r.Kind), r.Root
 		}
 	}
-	c.startRound(m)
+	c.startRound(m, false)
 	return struct{}{}, nil
 }
 
 // startRound proves dataset m.Dataset complete in the background, unless a
-// round of it runs or ended already.
-func (c *Completer) startRound(m completeMsg) {
+// round of it runs, or (unless again) ended recorded already. It returns a
+// channel closed when the round is over, nil if none started.
+func (c *Completer) startRound(m completeMsg, again bool) <-chan struct{} {
 	c.mu.Lock()
-	_, ended := c.ended[m.Dataset]
-	if c.rounds[m.Dataset] || (ended && c.ended[m.Dataset] == "") {
+	why, ended := c.ended[m.Dataset]
+	if c.rounds[m.Dataset] || (ended && why == "" && !again) {
 		c.mu.Unlock()
-		return
+		return nil
 	}
 	c.rounds[m.Dataset] = true
 	c.mu.Unlock()
-	if !c.g.Go(func(ctx context.Context) { c.round(ctx, m) }) {
+	done := make(chan struct{})
+	if !c.g.Go(func(ctx context.Context) {
+		defer close(done)
+		c.round(ctx, m)
+	}) {
 		c.mu.Lock()
 		delete(c.rounds, m.Dataset)
 		c.mu.Unlock()
+		return nil
 	}
+	return done
 }
 
 // round asks every node for its share, judges them, and sends every node
@@ -198,9 +298,29 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 		delete(c.rounds, m.Dataset)
 		c.mu.Unlock()
 	}()
+	if c.awaitRecall(ctx) != nil {
+		return // closing: proven after the restart
+	}
 	shares := c.collect(ctx, m)
 	if ctx.Err() != nil {
 		return // closing: proven after the restart
+	}
+	if rec := recordedBefore(m, shares); rec != nil {
+		// The job agreed this dataset's record already (this round was
+		// asked for again: a node that missed the record rejoined, or node
+		// 0 restarted and forgot the round's end). The record stands; it
+		// is sent to every node again, never judged anew.
+		c.mu.Lock()
+		c.ledger.done(m.Dataset)
+		c.endLocked(m.Dataset, "")
+		err := c.persistLocked()
+		c.mu.Unlock()
+		if err != nil {
+			log.Error("completion not recorded", "err", err)
+		}
+		log.Info("dataset recorded before; its record sent again", "seq", rec.Seq)
+		c.tell(ctx, "record", recordMsg{Record: rec}, log)
+		return
 	}
 	c.mu.Lock()
 	var why []string
@@ -241,6 +361,25 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	log.Info("dataset complete job-wide", "seq", rec.Seq, "members", len(rec.Members), "reason", m.Reason,
 		"seconds", time.Since(start).Seconds())
 	c.tell(ctx, "record", recordMsg{Record: rec}, log)
+}
+
+// recordedBefore returns the newest record of m's dataset a node answered
+// with, or nil. A fetched dataset is recorded anew for this job.
+func recordedBefore(m completeMsg, shares []share) *record.Record {
+	if m.fetched {
+		return nil
+	}
+	var newest *record.Record
+	for _, s := range shares {
+		r := s.rep.Record
+		if s.err != nil || r == nil || r.Dataset != m.Dataset || r.Check() != nil {
+			continue
+		}
+		if newest == nil || r.Newer(newest) {
+			newest = r
+		}
+	}
+	return newest
 }
 
 // share is one node's answer to a round.

@@ -27,8 +27,11 @@
 // to be protected (Options.OnRecorded). Otherwise every node fails the
 // dataset with the reason: nothing incomplete is ever protected, flushed or
 // listed complete. Node 0 persists its ledger, so a round interrupted by its
-// own restart is proven afterwards (nodes report their complete but
-// unrecorded datasets when they join).
+// own restart is proven afterwards: nodes report their complete but
+// unrecorded datasets when they join, and node 0 asks the running ones for
+// them (and for their newest sequence number) when it starts, so a node 0
+// that lost its ledger fails what it cannot prove and numbers new records
+// after the job's newest.
 //
 // It talks to the rest of the daemon only through what New is given and
 // never imports fs, schemes' operations, flush or the other protocols.

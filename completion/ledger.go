@@ -95,7 +95,7 @@ func (l *ledger) trim() {
 func (l *ledger) judge(name string, s *shareReply) string {
 	b := l.Begun[name]
 	if b == nil {
-		return "node 0 has no record of when " + name + " began"
+		return "node 0 has no record of when " + name + " began (its ledger was lost: node 0 was wiped or replaced)"
 	}
 	runs := 0
 	for _, by := range b.By {

@@ -147,7 +147,27 @@ func (m joinMsg) Check() error {
 // holds (so sequence numbers go on after node 0 lost its ledger) and the
 // datasets complete here but never recorded. The daemon calls it at start,
 // before it reports ready.
+//
+// Node 0 then recalls every other node's join in the background (see
+// recall): a node 0 that restarted, or was replaced, learns the datasets
+// in flight and the job's newest sequence from the nodes that kept
+// running.
 func (c *Completer) Join(ctx context.Context) error {
+	if c.self == coordinator {
+		// Before its own join, which waits for the rounds of its pending
+		// datasets, and they for the recall.
+		c.g.Go(c.recall)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+	defer cancel()
+	if err := c.o.Mux.CallRetrying(ctx, coordinator, "join", c.joining(), nil); err != nil {
+		return fmt.Errorf("join node 0: %w", err)
+	}
+	return nil
+}
+
+// joining is what this node tells node 0 when it joins.
+func (c *Completer) joining() joinMsg {
 	m := joinMsg{ID: c.o.Store.NodeID(), Run: c.o.Incarnation}
 	for _, ds := range c.o.Store.Datasets() {
 		info := ds.Info()
@@ -156,12 +176,19 @@ func (c *Completer) Join(ctx context.Context) error {
 			m.Pending = append(m.Pending, pendingDataset{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root})
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
-	defer cancel()
-	if err := c.o.Mux.CallRetrying(ctx, coordinator, "join", m, nil); err != nil {
-		return fmt.Errorf("join node 0: %w", err)
+	return m
+}
+
+// recallMsg asks a node for its join again (node 0, after its start).
+type recallMsg struct{}
+
+// handleRecall answers node 0's recall with what this node would tell it
+// when joining.
+func (c *Completer) handleRecall(ctx context.Context, from int, _ recallMsg) (any, error) {
+	if from != coordinator {
+		return nil, fmt.Errorf("node %d asked for a join; only node 0 does", from)
 	}
-	return nil
+	return c.joining(), nil
 }
 
 // completeMsg asks node 0 to complete a dataset job-wide.
@@ -227,6 +254,10 @@ type shareReply struct {
 	Empty bool               `json:"empty,omitempty"`
 	Lost  string             `json:"lost,omitempty"` // why this node has no valid copy
 	Files []schemes.FileMeta `json:"files,omitempty"`
+	// Record is the job's record of the dataset, when this node holds it
+	// recorded already: a round asked for again (a node that missed the
+	// record rejoins, node 0 restarted) sends it on instead of judging.
+	Record *record.Record `json:"record,omitempty"`
 }
 
 // handleShare completes the dataset here (once its files are closed) and
@@ -253,6 +284,18 @@ func (c *Completer) handleShare(ctx context.Context, from int, m shareReq) (any,
 				return rep, nil
 			}
 			rep.Began, rep.Files = info.Began, files
+			if info.Seq > 0 {
+				if rec, err := record.Load(ds.Dir()); err == nil {
+					rep.Record = rec
+				}
+			}
+			return rep, nil
+		case info.Began != "" && info.Began != c.o.Incarnation:
+			// Left being written by an earlier run of this daemon (which
+			// was killed): what it wrote may be partial, and this run
+			// cannot complete it (its restore fails it, but a round can
+			// ask before that).
+			rep.Lost = fmt.Sprintf("node %d lost its copy: it was being written when its daemon stopped", c.self)
 			return rep, nil
 		case info.Completing == "":
 			if err := c.o.Store.RequestComplete(m.Dataset, m.Reason); err != nil && !errors.Is(err, cache.ErrReadOnly) {
@@ -375,7 +418,7 @@ func (c *Completer) Fetched(info cache.Info) {
 		return
 	}
 	c.startRound(completeMsg{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root,
-		Reason: "fetched from the prefix", From: c.self, fetched: true, seq: info.Seq, completed: info.Completed})
+		Reason: "fetched from the prefix", From: c.self, fetched: true, seq: info.Seq, completed: info.Completed}, false)
 }
 
 // ReserveSeq makes every dataset recorded from now on get a sequence

@@ -115,6 +115,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer stopProtocols()
+	// What the last run left being written can never complete: it fails
+	// before a peer (a completion round) or the application can reach it.
+	d.store.FailWriting(incomplete)
 	if err := d.startPeers(ctx); err != nil {
 		return err
 	}

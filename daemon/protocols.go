@@ -168,6 +168,9 @@ func (pr *Protocols) Removed(info cache.Info) {
 	pr.Namespace.Drop(info.Name)
 }
 
+// incomplete is why a dataset a killed daemon left being written fails.
+const incomplete = "incomplete: it was being written when the daemon stopped"
+
 // Restore brings the node's checkpoints back after its start, before it
 // reports ready. Datasets that were still being written are failed: their
 // writers are gone and they were never complete. This run then joins node
@@ -176,7 +179,7 @@ func (pr *Protocols) Removed(info cache.Info) {
 // member held; without it the cache is cleared. When no completed dataset
 // is left, the newest complete one is fetched from the prefix.
 func (pr *Protocols) Restore(ctx context.Context, s Store, fromCache bool, nodes int) {
-	s.FailWriting("incomplete: it was being written when the daemon stopped")
+	s.FailWriting(incomplete)
 	if err := pr.Complete.Join(ctx); err != nil {
 		pr.log.Error("could not join node 0: datasets complete here stay unrecorded until it answers", "err", err)
 	}

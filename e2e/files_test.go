@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -48,6 +49,16 @@ func writeRandom(t *testing.T, path string, size int64, seed uint64) {
 // sha256, and symlinks to "-> target".
 func treeSums(t *testing.T, root string) map[string]string {
 	t.Helper()
+	sums, err := sumTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sums
+}
+
+// sumTree is treeSums returning its error, for callers outside the test's
+// goroutine.
+func sumTree(root string) (map[string]string, error) {
 	sums := map[string]string{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -62,28 +73,38 @@ func treeSums(t *testing.T, root string) map[string]string {
 			}
 			sums[rel] = "-> " + target
 		case d.Type().IsRegular():
-			sums[rel] = fileSum(t, p)
+			sum, err := sumFile(p)
+			if err != nil {
+				return err
+			}
+			sums[rel] = sum
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sums
+	return sums, err
 }
 
 func fileSum(t *testing.T, p string) string {
 	t.Helper()
-	f, err := os.Open(p)
+	sum, err := sumFile(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return sum
+}
+
+// sumFile returns the sha256 of a file's bytes, hex-encoded.
+func sumFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		t.Fatalf("read %s: %v", p, err)
+		return "", fmt.Errorf("read %s: %w", p, err)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func sameSums(t *testing.T, what string, got, want map[string]string) {

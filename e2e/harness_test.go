@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,10 +75,19 @@ type Node struct {
 	Args    []string            // extra mount arguments
 	Cred    *syscall.Credential // run the daemon as this user; nil: as the test
 
+	// LogFile, when set, receives every run's log if the test fails,
+	// instead of the test's output (a long test's logs are too big for it).
+	LogFile string
+
 	cmd    *exec.Cmd
-	log    *logWatch
+	ctlMu  sync.Mutex
+	ctl    *control.Client // the control socket's client, made once per control directory
+	ctlDir string
+	log    *logWatch   // the current run's log
+	past   []*logWatch // earlier runs' logs, oldest first
 	exited chan struct{}
 	err    error // exit status, valid once exited is closed
+	clean  bool  // the cleanup is registered
 }
 
 // NewNode prepares a daemon with its own mountpoint, cache and control
@@ -123,6 +133,9 @@ func (n *Node) StartNoWait() {
 	if err != nil {
 		n.t.Fatal(err)
 	}
+	if n.log != nil {
+		n.past = append(n.past, n.log)
+	}
 	n.log = newLogWatch()
 	n.exited = make(chan struct{})
 	if err := n.cmd.Start(); err != nil {
@@ -133,7 +146,12 @@ func (n *Node) StartNoWait() {
 		n.err = n.cmd.Wait()
 		close(n.exited)
 	}()
-	n.t.Cleanup(n.cleanup)
+	// Once per node, however often it restarts: the cleanup stops the
+	// current run and shows every run's log once.
+	if !n.clean {
+		n.clean = true
+		n.t.Cleanup(n.cleanup)
+	}
 }
 
 func (n *Node) cleanup() {
@@ -151,16 +169,57 @@ func (n *Node) cleanup() {
 	// A killed daemon leaves its mount behind: detach it so TempDir's
 	// cleanup can remove the directory.
 	syscall.Unmount(n.Mount, syscall.MNT_DETACH)
-	if n.t.Failed() {
-		n.t.Logf("daemon log (%s):\n%s", n.Mount, n.log.String())
+	if !n.t.Failed() {
+		return
 	}
+	if n.LogFile == "" {
+		n.t.Logf("daemon log (%s):\n%s", n.Mount, n.Logs())
+		return
+	}
+	if err := os.WriteFile(n.LogFile, []byte(n.Logs()), 0o644); err != nil {
+		n.t.Logf("daemon log (%s) not written: %v", n.Mount, err)
+		return
+	}
+	n.t.Logf("daemon log (%s) in %s", n.Mount, n.LogFile)
 }
 
-// Kill sends SIGKILL and waits for the process to be gone, as a crash.
+// Logs returns the log of every run of the daemon, oldest first.
+func (n *Node) Logs() string {
+	var b strings.Builder
+	for i, w := range append(slices.Clone(n.past), n.log) {
+		if len(n.past) > 0 {
+			fmt.Fprintf(&b, "--- run %d ---\n", i+1)
+		}
+		b.WriteString(w.String())
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Kill sends SIGKILL and waits for the process to be gone, as a crash. A
+// process still there a minute later is stuck in the kernel (a FUSE request
+// to its own mount, say): the test fails with its threads' kernel stacks.
 func (n *Node) Kill() {
 	n.t.Helper()
 	n.cmd.Process.Kill()
-	<-n.exited
+	select {
+	case <-n.exited:
+	case <-time.After(time.Minute):
+		n.t.Fatalf("HANG: daemon %d (%s) still there a minute after SIGKILL:\n%s", n.cmd.Process.Pid, n.Mount, kernelStacks(n.cmd.Process.Pid))
+	}
+}
+
+// kernelStacks describes where a process's threads are in the kernel.
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		stat, _ := os.ReadFile(filepath.Join(task, "stat"))
+		wchan, _ := os.ReadFile(filepath.Join(task, "wchan"))
+		stack, _ := os.ReadFile(filepath.Join(task, "stack"))
+		fmt.Fprintf(&b, "%s wchan=%s\n%s\n", strings.TrimSpace(string(stat)), wchan, stack)
+	}
+	return b.String()
 }
 
 // Stop sends SIGTERM and returns the daemon's exit error once it is gone.
@@ -221,18 +280,35 @@ func (n *Node) ControlDir() string { return filepath.Join(n.Control, currentUser
 // stderr and exit code.
 func (n *Node) CLI(args ...string) (string, string, int) {
 	n.t.Helper()
-	cmd := exec.Command(scrfsBin, args...)
+	out, errs, code, err := n.CLIWithin(0, args...)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return out, errs, code
+}
+
+// CLIWithin is CLI bounded by timeout (0: unbounded): a command still
+// running then is killed and reported as an error, as is one that could
+// not run at all.
+func (n *Node) CLIWithin(timeout time.Duration, args ...string) (string, string, int, error) {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, scrfsBin, args...)
 	cmd.Env = append(append(os.Environ(), n.Env...), "SCRFS_CONTROL="+n.ControlDir())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		n.t.Fatal(err)
+	if ctx.Err() != nil {
+		return out.String(), errb.String(), -1, fmt.Errorf("scrfs %s: no answer within %v", strings.Join(args, " "), timeout)
 	}
-	return out.String(), errb.String(), code
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out.String(), errb.String(), ee.ExitCode(), nil
+	}
+	return out.String(), errb.String(), 0, err
 }
 
 // Status returns `scrfs status --json`.
@@ -345,6 +421,13 @@ func (w *logWatch) count(parts ...string) int {
 		}
 	}
 	return n
+}
+
+// tail returns the last n lines.
+func (w *logWatch) tail(n int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.lines[max(0, len(w.lines)-n):])
 }
 
 func (w *logWatch) String() string {

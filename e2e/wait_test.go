@@ -27,8 +27,7 @@ const statusPoll = 20 * time.Millisecond
 // passes or the daemon exits; it returns whether ok held and what it saw
 // last.
 func (n *Node) pollStatus(timeout time.Duration, ok func(*control.Status) (bool, string)) (bool, string) {
-	dir := n.ControlDir()
-	client := control.NewClient(jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}})
+	client := n.client()
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -47,6 +46,26 @@ func (n *Node) pollStatus(timeout time.Duration, ok func(*control.Status) (bool,
 		}
 		time.Sleep(statusPoll) // a poll of the state itself, not a guess at timing
 	}
+}
+
+// client returns a control client of the daemon, to ask it in process:
+// one per node, so its connections are kept and reused (a client per call
+// left an idle connection behind each time).
+func (n *Node) client() *control.Client {
+	dir := n.ControlDir()
+	n.ctlMu.Lock()
+	defer n.ctlMu.Unlock()
+	if n.ctl == nil || n.ctlDir != dir {
+		n.ctl, n.ctlDir = control.NewClient(jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}}), dir
+	}
+	return n.ctl
+}
+
+// statusWithin asks the daemon for its status once, within timeout.
+func (n *Node) statusWithin(timeout time.Duration) (*control.Status, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return n.client().Status(ctx)
 }
 
 // poll is pollStatus for dataset name's row (nil when the node does not

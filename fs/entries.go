@@ -24,7 +24,7 @@ func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset
 	}
 	out.Attr.FromStat(&st)
 	cacheLong(d, out)
-	return parent.NewInode(ctx, &dsNode{fsys: f, ds: d}, stableOf(&st)), 0
+	return parent.NewInode(ctx, &dsNode{fsys: f, ds: d}, stableOf(d, &st)), 0
 }
 
 // immutableTimeout is how long the kernel may keep names and attributes of
@@ -65,7 +65,7 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 	}
 	out.Attr.FromStat(&st)
 	node := &dsNode{fsys: f, ds: d}
-	ch := parent.NewInode(ctx, node, stableOf(&st))
+	ch := parent.NewInode(ctx, node, stableOf(d, &st))
 	if n, ok := ch.Operations().(*dsNode); ok {
 		node = n // the inode was known already (a hard link)
 	}

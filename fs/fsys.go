@@ -142,11 +142,17 @@ func (f *FS) setattrCached(out *fuse.AttrOut) {
 	}
 }
 
-// stableOf identifies a cache entry to go-fuse: its inode number, so hard
-// links share one node. Namespace directories use go-fuse's automatic
-// numbers, which start at 2^63 and cannot collide.
-func stableOf(st *syscall.Stat_t) gofs.StableAttr {
-	return gofs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: st.Ino}
+// stableOf identifies a cache entry of dataset d to go-fuse: its inode
+// number, so hard links share one node, and d's id as the generation. A
+// directory or file deleted with its dataset frees its inode number, which
+// the cache's file system gives to the next one made; without the
+// generation, go-fuse handed the new dataset's directory the node of the
+// gone one while the kernel still referred to it, bound to the removed
+// dataset (a mkdir in a new checkpoint failed with EROFS). Namespace
+// directories use go-fuse's automatic numbers, which start at 2^63 and
+// cannot collide.
+func stableOf(d *cache.Dataset, st *syscall.Stat_t) gofs.StableAttr {
+	return gofs.StableAttr{Mode: st.Mode & syscall.S_IFMT, Ino: st.Ino, Gen: d.ID()}
 }
 
 // callerOwner returns the caller's uid and gid when a new cache entry

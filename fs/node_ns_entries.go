@@ -51,7 +51,7 @@ func (n *nsNode) datasetRootNode(ctx context.Context, d *cache.Dataset, out *fus
 	}
 	out.Attr.FromStat(&st)
 	cacheLong(d, out)
-	return n.NewInode(ctx, &dsNode{fsys: n.fsys, ds: d, root: true}, stableOf(&st)), 0
+	return n.NewInode(ctx, &dsNode{fsys: n.fsys, ds: d, root: true}, stableOf(d, &st)), 0
 }
 
 // Readdir lists ".", "..", namespace subdirectories and the datasets

@@ -342,3 +342,55 @@ func TestNodeWriteOnlyHandlesBypassPageCache(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeInodeNumberReused: a dataset's directory is gone (the dataset
+// failed) while the kernel still refers to its node, and a new dataset's
+// directory gets the same inode number from the cache's file system (as
+// ext4 and others hand freed numbers out again). The new dataset gets a
+// node of its own, writable: go-fuse, which keeps one node per identity,
+// used to hand it the gone dataset's, and a mkdir in the new checkpoint
+// failed with EROFS. Lookups go through go-fuse's bridge here, as the
+// kernel's do, since that is where nodes are matched by identity.
+func TestNodeInodeNumberReused(t *testing.T) {
+	tm, fsys := newTestFS(t, mountConfig{})
+	raw := gofs.NewNodeFS(fsys.root, fsys.nodeOptions())
+	lookup := func(name string) *dsNode {
+		t.Helper()
+		var out fuse.EntryOut
+		if st := raw.Lookup(nil, &fuse.InHeader{NodeId: fuse.FUSE_ROOT_ID}, name, &out); st != fuse.OK {
+			t.Fatalf("lookup %s: %v", name, st)
+		}
+		return fsys.root.GetChild(name).Operations().(*dsNode)
+	}
+	if _, _, err := tm.store.Obtain(cache.Route{Name: "ckpt.1", Kind: cache.KindDir, Root: "ckpt.1"}); err != nil {
+		t.Fatal(err)
+	}
+	lookup("ckpt.1") // the kernel keeps its node
+	// The directory, inode number and all, is set aside before the
+	// failure moves it to the trash, to come back as ckpt.2's.
+	kept := filepath.Join(t.TempDir(), "dir")
+	if err := os.Rename(filepath.Join(tm.store.CacheDir(), "ckpt.1"), kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.store.Fail("ckpt.1", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tm.store.Obtain(cache.Route{Name: "ckpt.2", Kind: cache.KindDir, Root: "ckpt.2"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(tm.store.CacheDir(), "ckpt.2")
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(kept, dir); err != nil {
+		t.Fatal(err)
+	}
+	n := lookup("ckpt.2")
+	if got := n.ds.Name(); got != "ckpt.2" {
+		t.Fatalf("ckpt.2's node is bound to dataset %s", got)
+	}
+	var out fuse.EntryOut
+	if _, errno := n.Mkdir(context.Background(), "r0", 0o755, &out); errno != 0 {
+		t.Fatalf("mkdir in the new dataset: %v", errno)
+	}
+}

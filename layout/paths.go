@@ -35,6 +35,15 @@ func DatasetMetaDir(datasetDir string) string {
 	return filepath.Join(datasetDir, MetaDir)
 }
 
+// RecordFile is the name of a dataset's record (package record) in its
+// metadata directory, and in the prefix's manifest directory of it.
+const RecordFile = "record.json"
+
+// DatasetRecord returns where a dataset directory keeps its record.
+func DatasetRecord(datasetDir string) string {
+	return filepath.Join(DatasetMetaDir(datasetDir), RecordFile)
+}
+
 // HostedRoot returns where a node keeps, inside its copy of a dataset (the
 // dataset directory datasetDir), the shares it rebuilt for nodes gone from
 // the job: one directory each, named by the member's identity (HostedDir).

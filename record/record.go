@@ -31,7 +31,7 @@ const Version = 1
 
 // File is the name of a record in a dataset's metadata directory and in
 // the prefix's manifest directory of the dataset.
-const File = "record.json"
+const File = layout.RecordFile
 
 // MaxBytes bounds a record read from disk or received: ample for hundreds
 // of thousands of files, far below what could hurt a daemon. The daemons'

@@ -31,7 +31,7 @@ func Save(dir string, r *Record) error {
 // Load reads the record kept in dataset directory dir. A missing record
 // wraps os.ErrNotExist; a damaged one ErrBadRecord.
 func Load(dir string) (*Record, error) {
-	return LoadFile(filepath.Join(layout.DatasetMetaDir(dir), File))
+	return LoadFile(layout.DatasetRecord(dir))
 }
 
 // LoadFile reads the record at path (a dataset's, or one in the prefix),

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
@@ -100,6 +101,15 @@ func (f *fixture) complete(i int, name string) {
 	if err := f.p(i).Complete.Complete(context.Background(), name); err != nil {
 		f.T.Fatalf("complete %s on node %d: %v", name, i, err)
 	}
+}
+
+// protect writes dataset name (files up to max bytes) on every node,
+// completes it from node 0 and waits until every node holds it protected.
+func (f *fixture) protect(name string, max int) {
+	f.T.Helper()
+	f.write(name, max)
+	f.complete(0, name)
+	f.WaitState(wait, name, cache.Protected, f.All()...)
 }
 
 // checkFiles fails unless every node of idx holds exactly what it wrote of

@@ -18,6 +18,10 @@ type heldShare struct {
 	Member  string `json:"member"` // the member's identity
 	Intact  bool   `json:"intact"` // its redundancy file and files verified (schemes.Inspect)
 	Problem string `json:"problem,omitempty"`
+	// Data, when not Intact: the member's files are there as its record
+	// lists them; only its redundancy data is missing or damaged (an
+	// encode cut off), so the set can encode again rather than lose it.
+	Data bool `json:"data,omitempty"`
 }
 
 // invDataset is what a node says about one recorded dataset it holds.
@@ -54,6 +58,31 @@ type inventoryMsg struct {
 	Node     int          `json:"node"`
 	ID       string       `json:"id"` // the node's identity (its cache's)
 	Datasets []invDataset `json:"datasets"`
+	// CacheSize is the node's datasets.cache_size: a recorded dataset it
+	// does not hold, while it holds that many newer ones, it evicted.
+	CacheSize int `json:"cache_size,omitempty"`
+	// Pending names the datasets complete here whose record has not
+	// reached this node yet (it restarted before it did; its join brings
+	// it): its share of them is here, just not verifiable yet.
+	Pending []string `json:"pending,omitempty"`
+}
+
+// evicted says whether the node evicted dataset d by the cache size: it
+// holds none of it and at least CacheSize recorded datasets newer.
+func (m *inventoryMsg) evicted(d invDataset) bool {
+	if m.CacheSize < 1 {
+		return false
+	}
+	newer := 0
+	for _, o := range m.Datasets {
+		if o.Name == d.Name {
+			return false
+		}
+		if o.Record.Seq > d.Record.Seq {
+			newer++
+		}
+	}
+	return newer >= m.CacheSize
 }
 
 // actionKind is what the job does with one set of a dataset.
@@ -99,11 +128,18 @@ const (
 func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	newest := map[string]invDataset{}
 	holders := map[string]map[string][]holding{} // dataset → member → holdings
+	pending := map[string]map[string]bool{}      // dataset → identities whose record is on its way
 	on := map[string][]int{}                     // dataset → nodes holding any of it
 	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
 	ids := map[int]string{}
 	for n, inv := range invs {
 		ids[n] = inv.ID
+		for _, name := range inv.Pending {
+			if pending[name] == nil {
+				pending[name] = map[string]bool{}
+			}
+			pending[name][inv.ID] = true
+		}
 		for _, d := range inv.Datasets {
 			if cur, ok := newest[d.Name]; !ok || d.Record.Newer(cur.Record) {
 				newest[d.Name] = d
@@ -112,10 +148,14 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				holders[d.Name], degraded[d.Name] = map[string][]holding{}, map[int]bool{}
 			}
 			for _, s := range d.Shares {
-				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact})
+				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact, data: s.Intact || s.Data})
 			}
 			on[d.Name] = append(on[d.Name], n)
-			if d.State == cache.Degraded {
+			// Degraded, or recorded and never marked protected although
+			// its redundancy may be whole (a node killed between writing
+			// its redundancy file and recording the state): once every
+			// member is intact, it is protected.
+			if d.State == cache.Degraded || d.State == cache.Complete {
 				degraded[d.Name][n] = true
 			}
 		}
@@ -123,6 +163,13 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	everyone := len(invs) == nodes
 	var out []action
 	for name, d := range newest {
+		if pastCacheSize(invs, d) {
+			// A node holds none of it for holding newer ones: the dataset
+			// is leaving the job's caches, not lost (the others evict it
+			// as their pins let them); rebuilding or failing it would
+			// only tell a wrong story.
+			continue
+		}
 		rec := d.Record
 		slices.Sort(on[name])
 		var free []int // nodes that hold nothing of the dataset
@@ -136,18 +183,23 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 			set := rec.Set(s)
 			status := make([]memberStatus, len(set))
 			at := make([]int, len(set))
-			moved := map[int]string{} // rank → identity of its new holder
+			data := make([]bool, len(set)) // the member's files are held, as recorded
+			moved := map[int]string{}      // rank → identity of its new holder
 			for r, m := range set {
 				hs := holders[name][m.ID]
 				slices.SortFunc(hs, func(a, b holding) int { return a.rank(m) - b.rank(m) })
 				switch {
 				case len(hs) > 0 && hs[0].intact:
-					status[r], at[r] = intact, hs[0].node
+					status[r], at[r], data[r] = intact, hs[0].node, true
 					if hs[0].id != m.HeldBy() {
 						moved[r] = hs[0].id
 					}
 				case len(hs) > 0:
-					status[r], at[r] = damaged, hs[0].node
+					status[r], at[r], data[r] = damaged, hs[0].node, hs[0].data
+				case pending[name][m.HeldBy()]:
+					// Its node holds it complete, the record not there
+					// yet: away, not lost, until it is.
+					status[r], at[r] = unreachable, -1
 				case everyone:
 					status[r], at[r] = missing, -1
 				default:
@@ -164,7 +216,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				// record follows where the share is.
 				revised = movedRecord(revised, s, moved)
 			}
-			for _, a := range decide(rec, s, set, status, at, free, anyDegraded) {
+			for _, a := range decide(rec, s, set, status, data, at, free, anyDegraded) {
 				switch a.Kind {
 				case actFail:
 					a.To = answered(invs)
@@ -192,11 +244,22 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	return out
 }
 
+// pastCacheSize says whether an answering node evicted dataset d.
+func pastCacheSize(invs map[int]*inventoryMsg, d invDataset) bool {
+	for _, inv := range invs {
+		if inv.evicted(d) {
+			return true
+		}
+	}
+	return false
+}
+
 // holding is a node's copy of a member's share.
 type holding struct {
 	node   int
 	id     string // the node's identity
 	intact bool
+	data   bool // the member's files are there (intact, or only its redundancy damaged)
 }
 
 // rank orders the copies of member m's share, best first: intact before
@@ -221,7 +284,7 @@ func (h holding) rank(m *record.Member) int {
 // while every node answered, or whose copies are damaged, count as lost: a
 // member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, at []int, free []int, degraded bool) []action {
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, free []int, degraded bool) []action {
 	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
 	var lost, away, gone []int
 	anyIntact := false
@@ -252,6 +315,15 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 	if err == nil && len(lost) > 0 {
 		err = p.CanRebuild(lost)
 	}
+	if err != nil && len(gone) == 0 && allHeld(data, status) {
+		// Beyond a rebuild, but every member's files are here (or on a
+		// node that is away): only redundancy data is missing, encodes
+		// cut off. Encode again, once everyone is here.
+		if len(away) > 0 {
+			return one(actDegrade, "its redundancy data is incomplete; encoding again waits for "+memberList(set, away))
+		}
+		return one(actProtect, "")
+	}
 	if err != nil {
 		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", memberList(set, lost), rec.Scheme.Kind))
 	}
@@ -270,6 +342,17 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		return one(actClear, "")
 	}
 	return nil
+}
+
+// allHeld says whether every member's files are held, but for members
+// on nodes that did not answer.
+func allHeld(data []bool, status []memberStatus) bool {
+	for r, ok := range data {
+		if !ok && status[r] != unreachable {
+			return false
+		}
+	}
+	return true
 }
 
 // hostedTwice says which node holds the shares of two members of a set

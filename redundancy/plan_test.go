@@ -215,3 +215,97 @@ func TestPlanReplacementPlaysItsRank(t *testing.T) {
 		t.Fatalf("plan %+v", acts)
 	}
 }
+
+// TestPlanEvictedIsNotLost: nodes that hold none of an older dataset while
+// they hold cache_size newer ones evicted it; the others still hold it
+// (pinned by a flush, or killed before their eviction). Nothing is
+// rebuilt or failed: the dataset is leaving the caches, not lost. Without
+// the newer ones, the same absence is a loss.
+func TestPlanEvictedIsNotLost(t *testing.T) {
+	old, n2, n3 := rec("c1", 1, "xor", 0, 0), rec("c2", 2, "xor", 0, 0), rec("c3", 3, "xor", 0, 0)
+	invs := map[int]*inventoryMsg{}
+	for n := range 4 {
+		id := fmt.Sprintf("id%d", n)
+		if n < 2 {
+			invs[n] = inv(n, "", has(n2, id), has(n3, id))
+		} else {
+			invs[n] = inv(n, "", has(old, id), has(n2, id), has(n3, id))
+		}
+		invs[n].CacheSize = 2
+	}
+	if acts := plan(4, invs); len(acts) != 0 {
+		t.Fatalf("plan %+v, want nothing: c1 is past the cache size", acts)
+	}
+	for n := range 4 {
+		invs[n].CacheSize = 3
+	}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Dataset.Name != "c1" || acts[0].Kind != actFail || !strings.Contains(acts[0].Reason, "nodes 0, 1") {
+		t.Fatalf("plan %+v, want c1 failed with nodes 0 and 1 lost: within a cache of 3 they should hold it", acts)
+	}
+}
+
+// TestPlanPendingIsAway: a node that holds a dataset complete but has not
+// got its record yet (restarted before it arrived) holds its share: the
+// member is away until the record comes, never lost.
+func TestPlanPendingIsAway(t *testing.T) {
+	r := rec("c", 1, "xor", 0, 0)
+	invs := own(r, []int{1}, 0, 2, 3) // never encoded; node 1 without the record
+	invs[1] = inv(1, "")
+	invs[1].Pending = []string{"c"}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 1") {
+		t.Fatalf("plan %+v, want c degraded, waiting for node 1", acts)
+	}
+}
+
+// TestPlanEncodeCutOff: members whose redundancy file is missing or
+// damaged but whose files are all there (an encode cut off by a kill) are
+// not lost: beyond what a rebuild restores, the set encodes again (or
+// waits for a member away), and only a member whose files are gone makes
+// the dataset fail.
+func TestPlanEncodeCutOff(t *testing.T) {
+	dataOnly := func(invs map[int]*inventoryMsg, ns ...int) map[int]*inventoryMsg {
+		for _, n := range ns {
+			invs[n].Datasets[0].Shares[0].Data = true
+		}
+		return invs
+	}
+	xor, rs := rec("c", 1, "xor", 0, 0), rec("c", 1, "rs", 2, 0)
+	tests := []struct {
+		name   string
+		invs   map[int]*inventoryMsg
+		want   actionKind
+		reason string
+	}{
+		{"xor, two cut off", dataOnly(own(xor, nil, 0, 1), 0, 1), actProtect, ""},
+		{"rs, three cut off", dataOnly(own(rs, nil, 0, 1, 2), 0, 1, 2), actProtect, ""},
+		{"xor, two cut off, one of them corrupt", dataOnly(own(xor, nil, 0, 1), 0), actFail, "nodes 0, 1"},
+		{"xor, two cut off, one away", dataOnly(own(xor, []int{3}, 0, 1), 0, 1), actDegrade, "waits for node 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acts := plan(4, tt.invs)
+			if len(acts) != 1 || acts[0].Kind != tt.want || !strings.Contains(acts[0].Reason, tt.reason) {
+				t.Fatalf("plan %+v, want %s saying %q", acts, tt.want, tt.reason)
+			}
+		})
+	}
+	// One gone with its files: no encoding brings them back.
+	invs := dataOnly(own(xor, []int{2}, 0), 0)
+	invs[2] = inv(2, "new2")
+	if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actFail {
+		t.Fatalf("plan %+v, want c failed: node 2's files are gone and node 0's redundancy too", acts)
+	}
+}
+
+// TestPlanIntactButComplete: a node killed between writing its redundancy
+// file and recording the dataset protected holds it complete; every
+// member being intact, the set is protected: it stayed complete there.
+func TestPlanIntactButComplete(t *testing.T) {
+	invs := own(rec("c", 1, "xor", 0, 0), nil)
+	invs[0].Datasets[0].State = cache.Complete
+	if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actClear || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
+		t.Fatalf("plan %+v, want c cleared on every node", acts)
+	}
+}

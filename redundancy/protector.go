@@ -28,6 +28,7 @@ type Store interface {
 	StagingDir(name string) string
 	TakeSpare() string
 	NodeID() string
+	CacheSize() int
 }
 
 // Mount is what the protocols tell the file system: a dataset appeared
@@ -83,11 +84,17 @@ type Protector struct {
 	g       *group.Group
 
 	mu       sync.Mutex
-	rounds   map[string]*round          // coordinator: datasets being gathered
-	verdicts map[string]chan verdictMsg // member: datasets waiting for a verdict
-	running  bool                       // a stock-taking loop runs
-	next     chan struct{}              // closed when the next stock-taking has finished; nil if none asked for
-	progress map[string]*Progress       // rebuilds under way here
+	rounds   map[roundKey]*round  // coordinator: tries being gathered
+	verdicts map[string]*waiter   // member: datasets waiting for a verdict
+	running  bool                 // a stock-taking loop runs
+	next     chan struct{}        // closed when the next stock-taking has finished; nil if none asked for
+	progress map[string]*Progress // rebuilds under way here
+	// protecting is the protect of each dataset running here (see Protect).
+	protecting map[string]*protecting
+	retakes    map[string]int // stock-takings asked for after failed protects (see retake)
+	// rebuildRetries counts the stock-takings node 0 ran again after
+	// failed rebuilds of each dataset (see retryRebuild).
+	rebuildRetries map[string]int
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -115,14 +122,20 @@ func New(o Options) (*Protector, error) {
 		bufs:     schemes.NewBuffers(),
 		metrics:  newMetrics(o.Registerer),
 		g:        group.New(context.Background()),
-		rounds:   map[string]*round{},
-		verdicts: map[string]chan verdictMsg{},
+		rounds:   map[roundKey]*round{},
+		verdicts: map[string]*waiter{},
 		progress: map[string]*Progress{},
+
+		protecting: map[string]*protecting{},
+		retakes:    map[string]int{},
+
+		rebuildRetries: map[string]int{},
 	}
 	jobnet.Handle(o.Mux, "ready", p.handleReady)
 	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)
 	jobnet.Handle(o.Mux, "inventory", p.handleInventory)
 	jobnet.Handle(o.Mux, "member-started", p.handleMemberStarted)
+	jobnet.Handle(o.Mux, "retake", p.handleRetake)
 	jobnet.Handle(o.Mux, "rebuild", p.handleRebuild)
 	jobnet.Handle(o.Mux, "outcome", p.handleOutcome)
 	jobnet.Handle(o.Mux, "members", p.handleMembers)

@@ -47,6 +47,9 @@ type outcomeMsg struct {
 	Dataset invDataset `json:"dataset"`
 	Kind    actionKind `json:"kind"`
 	Reason  string     `json:"reason"`
+	// Try names the stock-taking that asks for a protect (actProtect):
+	// every member's protect of it gathers in one round.
+	Try string `json:"try,omitempty"`
 }
 
 // membersMsg tells every node who the job's nodes are: their identities by
@@ -149,27 +152,52 @@ func (p *Protector) reconcile(ctx context.Context) {
 	p.tellWait(ctx, "members", members, answered(invs))
 	acts := plan(p.o.Nodes, invs)
 	p.log.Info("the job took stock after a restart", "nodes", p.o.Nodes, "answered", answered(invs), "actions", len(acts))
+	try := jobnet.NewToken()
 	for _, a := range acts {
 		log := p.log.With("dataset", a.Dataset.Name, "set", a.Set)
 		if a.Kind != actRebuild {
-			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason}, a.To)
+			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason, Try: try}, a.To)
 			continue
 		}
 		a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Set, a.Lost, a.Nodes, ids)
 		msg := rebuildMsg{Dataset: a.Dataset, Set: a.Set, Nodes: a.Nodes, Lost: a.Lost, Attempt: jobnet.NewToken()}
 		failed := p.o.Mux.CallAll(ctx, a.To, "rebuild", msg)
+		var why error
 		for n, err := range failed {
 			log.Warn("rebuild failed on a node", "node", n, "err", err)
+			why = err
 		}
 		if len(failed) > 0 {
+			// The set is short of the lost members until a rebuild works:
+			// it says so, rather than protected, and the job takes stock
+			// again (a member that restarted meanwhile asked for that
+			// already; a passing fault did not).
+			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade,
+				Reason: fmt.Sprintf("the rebuild of the shares of %s failed (%v); it is tried again", memberList(a.Dataset.Record.Set(a.Set), a.Lost), why)}, a.To)
+			p.retryRebuild(a.Dataset.Name)
 			continue
 		}
+		p.mu.Lock()
+		delete(p.rebuildRetries, a.Dataset.Name)
+		p.mu.Unlock()
 		// Every node that holds the dataset keeps the record that says who
 		// holds the rebuilt shares now.
 		p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actRevise}, answered(invs))
 		if doubled := hostedTwice(a.Nodes); doubled != "" {
 			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade, Reason: doubled}, distinct(a.Nodes))
 		}
+	}
+}
+
+// retryRebuild has the job take stock again after a failed rebuild of
+// dataset name, a few times per dataset.
+func (p *Protector) retryRebuild(name string) {
+	p.mu.Lock()
+	p.rebuildRetries[name]++
+	again := p.rebuildRetries[name] <= maxRetakes
+	p.mu.Unlock()
+	if again {
+		p.round()
 	}
 }
 
@@ -204,6 +232,7 @@ func (p *Protector) collect(ctx context.Context) map[int]*inventoryMsg {
 				}
 				return err != nil
 			})
+			inv.Pending = slices.DeleteFunc(inv.Pending, func(name string) bool { return layout.CheckDatasetName(name) != nil })
 			inv.Node = n
 			mu.Lock()
 			out[n] = &inv
@@ -220,14 +249,18 @@ func (p *Protector) handleInventory(ctx context.Context, from int, _ struct{}) (
 
 // inventory verifies every recorded dataset in this node's cache: every
 // member's share it holds, under the record's scheme and set. A dataset
-// complete here but not yet recorded is left out (the job has not agreed
-// it is complete), and so is one completed before records existed (kept
-// as it is).
+// complete here but not yet recorded is only named (Pending): the job may
+// have agreed it while this node was down, and then its share is here,
+// the record on its way.
 func (p *Protector) inventory() inventoryMsg {
-	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}}
+	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}, CacheSize: p.o.Store.CacheSize()}
 	for _, ds := range p.o.Store.Datasets() {
 		info := ds.Info()
-		if !info.State.Completed() || info.Seq == 0 {
+		if !info.State.Completed() {
+			continue
+		}
+		if info.Seq == 0 {
+			out.Pending = append(out.Pending, info.Name)
 			continue
 		}
 		rec, err := record.Load(ds.Dir())
@@ -244,6 +277,7 @@ func (p *Protector) inventory() inventoryMsg {
 			}
 			if err != nil {
 				share.Problem = err.Error()
+				share.Data = len(schemes.Present(ds.ShareDir(m.ID), m.Files)) == 0
 			} else {
 				share.Intact = true
 			}
@@ -287,7 +321,7 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 		err = p.o.Store.SetState(name, cache.Degraded, m.Reason)
 		p.log.Warn("dataset degraded", "dataset", name, "reason", m.Reason)
 	case actProtect:
-		p.Protect(m.Dataset.Record)
+		p.protectTry(m.Dataset.Record, m.Try)
 	case actClear:
 		err = p.o.Store.SetState(name, cache.Protected, "")
 		p.log.Info("dataset protected again: every member is back and verified", "dataset", name)
@@ -306,6 +340,18 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 // rank this node plays (its own, and one it now hosts for a node gone from
 // the job).
 func (p *Protector) handleRebuild(ctx context.Context, from int, msg rebuildMsg) (any, error) {
+	// The plan names, by identity, who holds each rank's share once the
+	// rebuild is done. A node that restarted with another cache since the
+	// stock-taking (wiped again) is not the one the plan was made for: it
+	// takes no part, or it would keep a share the record says another
+	// identity holds; its start has the job take stock again.
+	set := msg.Dataset.Record.Set(msg.Set)
+	for r, n := range msg.Nodes {
+		if id := set[r].HeldBy(); n == p.self && id != p.o.Store.NodeID() {
+			return nil, fmt.Errorf("node %d: the rebuild of %s was planned for rank %d held by %s, and this node is %s now (it restarted since the stock-taking)",
+				p.self, msg.Dataset.Name, r, id, p.o.Store.NodeID())
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(msg.Nodes))
 	for r, n := range msg.Nodes {

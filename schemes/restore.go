@@ -121,6 +121,11 @@ func clearFor(path string) error {
 
 // checkPresent reports the entries of files that are missing under dir or
 // no longer match their record (type, size, symlink target, hard link).
+// Present checks that every entry of files is in dir with its recorded
+// type and size (contents are not read) and returns what is missing or
+// changed: a member whose redundancy file is gone may still hold its data.
+func Present(dir string, files []FileMeta) []string { return checkPresent(dir, files) }
+
 func checkPresent(dir string, files []FileMeta) []string {
 	var bad []string
 	for _, f := range files {

@@ -229,15 +229,17 @@ func (j *Job) Start(i int) *Node {
 
 // Restart starts node i as the daemon does: restore runs in the background
 // (as a node's restore runs while the others carry on), then flushes
-// start. The channel closes when the restore is over.
+// start. The channel closes when the restore is over, or cut off: the
+// node may be killed while it restores.
 func (j *Job) Restart(i int) <-chan struct{} {
 	j.T.Helper()
 	n := j.Start(i)
+	pr, s := n.Protocols, n.Store
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.Protocols.Restore(context.Background(), n.Store, true, j.size)
-		n.Protocols.Flusher.Start()
+		pr.Restore(context.Background(), s, true, j.size)
+		pr.Flusher.Start()
 	}()
 	return done
 }
