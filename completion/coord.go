@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -73,8 +73,10 @@ func (c *Completer) handleRename(ctx context.Context, from int, m renameMsg) (an
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	for n, err := range c.o.Mux.CallAll(ctx, c.others(from), "renamed", m) {
-		c.log.Warn("could not rename a node's copy of a dataset", "dataset", m.From, "to", m.To, "node", n, "err", err)
+	for n, r := range c.o.Mux.Fanout(ctx, c.others(from), "renamed", m) {
+		if r.Err != nil {
+			c.log.Warn("could not rename a node's copy of a dataset", "dataset", m.From, "to", m.To, "node", n, "err", r.Err)
+		}
 	}
 	return struct{}{}, nil
 }
@@ -97,28 +99,22 @@ func (c *Completer) others(skip int) []int {
 // once the starter's own wait for node 0 ends); it is told in the
 // background, or creates the dataset when the application writes there.
 func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
-	var wg sync.WaitGroup
-	for _, n := range c.others(starter) {
-		wg.Add(1)
-		if !c.g.Go(func(ctx context.Context) {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
-			defer cancel()
+	told := make(chan struct{})
+	keep := func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+		defer cancel()
+		// Each run is noted as its node answers: a round may judge the
+		// shares before a node that is down was waited out.
+		c.o.Mux.FanoutEach(ctx, c.others(starter), "began", m, func(n int, r jobnet.Reply) {
 			var rep beganReply
-			if err := c.o.Mux.CallRetrying(ctx, n, "began", m, &rep); err != nil {
+			if err := r.Decode(&rep); err != nil {
 				c.log.Warn("could not tell a node a dataset began", "dataset", m.Dataset, "to", n, "err", err)
 				return
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
-		}) {
-			wg.Done()
-		}
-	}
-	told := make(chan struct{})
-	keep := func(context.Context) {
-		wg.Wait()
+		})
 		c.mu.Lock()
 		if err := c.persistLocked(); err != nil {
 			c.log.Error("keep the ledger", "err", err)
@@ -158,26 +154,20 @@ func (c *Completer) recall(ctx context.Context) {
 	defer c.recalledOnce.Do(func() { close(c.recalled) })
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, n := range c.others(c.self) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var m joinMsg
-			err := c.o.Mux.CallRetrying(ctx, n, "recall", recallMsg{}, &m)
-			if err == nil {
-				err = m.Check()
-			}
-			if err != nil {
-				c.log.Info("a node did not say what it holds; it will when it joins", "node", n, "err", err)
-				return
-			}
-			// Not waiting for the rounds it starts: they wait for the
-			// recall to be over before they number a record.
-			c.joined(ctx, n, m, false)
-		}()
+	for n, r := range c.o.Mux.Fanout(ctx, c.others(c.self), "recall", recallMsg{}) {
+		var m joinMsg
+		err := r.Decode(&m)
+		if err == nil {
+			err = m.Check()
+		}
+		if err != nil {
+			c.log.Info("a node did not say what it holds; it will when it joins", "node", n, "err", err)
+			continue
+		}
+		// Not waiting for the rounds it starts: they wait for the recall
+		// to be over before they number a record.
+		c.joined(ctx, n, m, false)
 	}
-	wg.Wait()
 }
 
 // awaitRecall waits until node 0's recall is over, or ctx ends.
@@ -397,15 +387,10 @@ func (c *Completer) collect(ctx context.Context, m completeMsg) []share {
 		req.Reason = "node " + itoa(m.From) + ": " + m.Reason
 	}
 	out := make([]share, c.o.Nodes)
-	var wg sync.WaitGroup
-	for n := range c.o.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[n].err = c.o.Mux.CallRetrying(ctx, n, "share", req, &out[n].rep)
-		}()
+	replies := c.o.Mux.Fanout(ctx, c.all(), "share", req)
+	for n := range out {
+		out[n].err = replies[n].Decode(&out[n].rep)
 	}
-	wg.Wait()
 	return out
 }
 
@@ -452,17 +437,11 @@ func (c *Completer) endLocked(name, why string) {
 func (c *Completer) tell(ctx context.Context, kind string, msg any, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, n := range c.all() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.o.Mux.CallRetrying(ctx, n, kind, msg, nil); err != nil {
-				log.Warn("could not tell a node how a completion ended", "to", n, "outcome", kind, "err", err)
-			}
-		}()
+	for n, r := range c.o.Mux.Fanout(ctx, c.all(), kind, msg) {
+		if r.Err != nil {
+			log.Warn("could not tell a node how a completion ended", "to", n, "outcome", kind, "err", r.Err)
+		}
 	}
-	wg.Wait()
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }

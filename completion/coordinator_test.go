@@ -11,6 +11,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/internal/jobtest"
+	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
 )
@@ -110,7 +111,7 @@ func TestRecordMissedThenRestarted(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
 	j := jobtest.New(t, 4, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "record" && to == 1 && drop.Load() {
+		if jobnet.RequestKind(kind) == "record" && to == 1 && drop.Load() {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver

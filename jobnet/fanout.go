@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,8 +17,14 @@ import (
 // job's size.
 const DefaultWidth = 8
 
-// hopKind is the request kind that carries a fan-out one hop down its tree.
-const hopKind = "jobnet.fanout"
+// hopPrefix begins the request kind that carries a fan-out of kind k one
+// hop down its tree: hopPrefix+k, so transports, their faults and metrics
+// still tell the requests apart.
+const hopPrefix = "jobnet.fanout:"
+
+// RequestKind returns the request kind a transport-level kind carries:
+// kind itself, or the kind of the fan-out a hop carries.
+func RequestKind(kind string) string { return strings.TrimPrefix(kind, hopPrefix) }
 
 // ErrUnreached is wrapped by a fan-out reply of a node that was not
 // reached (its link stayed down, or broke, until the fan-out's context
@@ -54,7 +61,7 @@ type hop struct {
 
 // Check refuses a hop that would loop or name no request.
 func (h hop) Check() error {
-	if h.Kind == "" || h.Kind == hopKind {
+	if h.Kind == "" || strings.HasPrefix(h.Kind, hopPrefix) {
 		return fmt.Errorf("fan-out of request kind %q", h.Kind)
 	}
 	for _, n := range h.Below {
@@ -85,24 +92,34 @@ func (m *Mux) SetWidth(w int) {
 // The request travels along a tree rooted at this node: it calls at most
 // Width nodes, each of which passes it on to its part of the rest, and
 // answers come back the same way, so the cost per node does not grow with
-// the job. A node whose link is down is called alone (waiting for it as
-// Call does) while its part of the tree is served from the node above it;
-// a hop that breaks mid-way is handled alike. So a node may receive the
-// same request twice: only idempotent requests may fan out. Handlers see
-// the origin, not the node that passed the request on, as from.
+// the job. A node that cannot be reached on the way is never waited for
+// inside the tree: the node above it serves its part of the tree, and this
+// node calls it alone, waiting for its link as Call does. A hop that
+// breaks mid-way is handled alike, so a node may receive the same request
+// twice: only idempotent requests may fan out. Handlers see the origin,
+// not the node that passed the request on, as from.
 func (m *Mux) Fanout(ctx context.Context, nodes []int, kind string, req any) map[int]Reply {
 	out := make(map[int]Reply, len(nodes))
+	m.FanoutEach(ctx, nodes, kind, req, func(n int, r Reply) { out[n] = r })
+	return out
+}
+
+// FanoutEach is Fanout calling each with every node's reply as it arrives,
+// one call at a time, before it returns.
+func (m *Mux) FanoutEach(ctx context.Context, nodes []int, kind string, req any, each func(n int, r Reply)) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		for _, n := range nodes {
-			out[n] = Reply{Err: fmt.Errorf("%s to node %d: %w", kind, n, err)}
+			each(n, Reply{Err: fmt.Errorf("%s to node %d: %w", kind, n, err)})
 		}
-		return out
+		return
 	}
-	for n, env := range m.spread(ctx, m.self, kind, body, nodes) {
-		out[n] = m.reply(kind, n, env)
-	}
-	return out
+	var mu sync.Mutex
+	m.spread(ctx, m.self, kind, body, nodes, func(n int, env envelope) {
+		mu.Lock()
+		defer mu.Unlock()
+		each(n, m.reply(kind, n, env))
+	})
 }
 
 // reply turns the envelope a fan-out brought back from node n into a Reply.
@@ -118,15 +135,9 @@ func (m *Mux) reply(kind string, n int, env envelope) Reply {
 
 // spread serves a fan-out at one node: the request runs here if this node
 // is among nodes, and the others are split into at most Width parts, each
-// passed to its first node to carry on.
-func (m *Mux) spread(ctx context.Context, origin int, kind string, body []byte, nodes []int) map[int]envelope {
-	var mu sync.Mutex
-	out := make(map[int]envelope, len(nodes))
-	put := func(n int, env envelope) {
-		mu.Lock()
-		defer mu.Unlock()
-		out[n] = env
-	}
+// passed to its first node to carry on. put receives every node's answer,
+// possibly concurrently.
+func (m *Mux) spread(ctx context.Context, origin int, kind string, body []byte, nodes []int, put func(int, envelope)) {
 	var others []int
 	var wg sync.WaitGroup
 	for _, n := range nodes {
@@ -144,29 +155,26 @@ func (m *Mux) spread(ctx context.Context, origin int, kind string, body []byte, 
 		wg.Go(func() { m.pass(ctx, origin, kind, body, part, put) })
 	}
 	wg.Wait()
-	return out
 }
 
 // split cuts nodes into at most Width contiguous parts of nearly equal
 // size.
 func (m *Mux) split(nodes []int) [][]int {
 	m.mu.RLock()
-	w := m.width
+	w := min(m.width, len(nodes))
 	m.mu.RUnlock()
-	var parts [][]int
-	for i := range min(w, len(nodes)) {
-		lo, hi := i*len(nodes)/min(w, len(nodes)), (i+1)*len(nodes)/min(w, len(nodes))
-		parts = append(parts, nodes[lo:hi])
+	parts := make([][]int, 0, w)
+	for i := range w {
+		parts = append(parts, nodes[i*len(nodes)/w:(i+1)*len(nodes)/w])
 	}
 	return parts
 }
 
 // pass hands part of a fan-out to its first node, which carries it to the
 // rest. When that node's link is down, or the hop fails, the rest is
-// served from here while the first node is tried alone.
+// served from here, and the first node is called alone by the origin.
 func (m *Mux) pass(ctx context.Context, origin int, kind string, body []byte, part []int, put func(int, envelope)) {
 	head, below := part[0], part[1:]
-	h := hop{Origin: origin, Kind: kind, Req: body, Below: below}
 	tr := m.transport()
 	if tr == nil {
 		for _, n := range part {
@@ -174,49 +182,54 @@ func (m *Mux) pass(ctx context.Context, origin int, kind string, body []byte, pa
 		}
 		return
 	}
-	if len(below) > 0 && tr.LinkUp(head) {
+	if tr.LinkUp(head) {
 		var ans hopAnswer
-		err := m.Call(ctx, head, hopKind, h.budgeted(ctx), &ans)
-		if err == nil {
+		h := hop{Origin: origin, Kind: kind, Req: body, Below: below}
+		if err := m.Call(ctx, head, hopPrefix+kind, h.budgeted(ctx), &ans); err == nil {
+			var wg sync.WaitGroup
 			for _, n := range part {
 				env, ok := ans.Answers[n]
-				if !ok {
-					env = unreached(fmt.Errorf("no answer by way of node %d", head))
+				switch {
+				case !ok:
+					put(n, unreached(fmt.Errorf("no answer by way of node %d", head)))
+				case env.Down && origin == m.self:
+					wg.Go(func() { put(n, m.alone(ctx, kind, body, n)) })
+				default:
+					put(n, env)
 				}
-				put(n, env)
 			}
-			return
-		}
-		if ctx.Err() != nil {
-			for _, n := range part {
-				put(n, unreached(err))
-			}
+			wg.Wait()
 			return
 		}
 	}
 	var wg sync.WaitGroup
 	if len(below) > 0 {
-		wg.Go(func() {
-			for n, env := range m.spread(ctx, origin, kind, body, below) {
-				put(n, env)
-			}
-		})
+		wg.Go(func() { m.spread(ctx, origin, kind, body, below, put) })
 	}
-	h.Below = nil
-	var ans hopAnswer
-	err := m.CallRetrying(ctx, head, hopKind, h.budgeted(ctx), &ans)
-	env, ok := ans.Answers[head]
-	switch {
-	case err != nil:
-		env = unreached(err)
-		if IsRemote(err) {
-			env = seal(m.codes, nil, err)
-		}
-	case !ok:
-		env = unreached(fmt.Errorf("node %d gave no answer of its own", head))
+	if origin == m.self {
+		put(head, m.alone(ctx, kind, body, head))
+	} else {
+		put(head, envelope{Failed: true, Unreached: true, Down: true, Err: fmt.Sprintf("not reached by way of node %d", m.self)})
 	}
-	put(head, env)
 	wg.Wait()
+}
+
+// alone calls node n with a fan-out of its own, as Call does: waiting for
+// its link, and again after a link broke, until ctx ends.
+func (m *Mux) alone(ctx context.Context, kind string, body []byte, n int) envelope {
+	var ans hopAnswer
+	h := hop{Origin: m.self, Kind: kind, Req: body}
+	err := m.CallRetrying(ctx, n, hopPrefix+kind, h.budgeted(ctx), &ans)
+	switch env, ok := ans.Answers[n]; {
+	case err != nil && IsRemote(err):
+		return seal(m.codes, nil, err)
+	case err != nil:
+		return unreached(err)
+	case !ok:
+		return unreached(fmt.Errorf("node %d gave no answer of its own", n))
+	default:
+		return env
+	}
 }
 
 // budgeted returns h with the time its sender still waits.
@@ -230,15 +243,22 @@ func (h hop) budgeted(ctx context.Context) hop {
 // handleHop serves a fan-out that reached this node: it runs here and goes
 // on to the nodes below, and the answers of all go back together, before
 // the sender stops waiting (a tenth of its budget is kept for the way
-// back).
+// back). Nodes below that cannot be reached are answered Down at once,
+// for the origin to call alone.
 func (m *Mux) handleHop(ctx context.Context, from int, h hop) (any, error) {
 	if h.Budget > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.Budget-h.Budget/10)
 		defer cancel()
 	}
-	nodes := append([]int{m.self}, h.Below...)
-	return hopAnswer{Answers: m.spread(ctx, h.Origin, h.Kind, h.Req, nodes)}, nil
+	var mu sync.Mutex
+	answers := make(map[int]envelope, 1+len(h.Below))
+	m.spread(ctx, h.Origin, h.Kind, h.Req, append([]int{m.self}, h.Below...), func(n int, env envelope) {
+		mu.Lock()
+		defer mu.Unlock()
+		answers[n] = env
+	})
+	return hopAnswer{Answers: answers}, nil
 }
 
 // unreached is the envelope of a node that could not be reached, saying

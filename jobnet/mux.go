@@ -32,19 +32,32 @@ type Mux struct {
 // NewMux returns the Mux of node self. codes are the sentinel errors that
 // keep their identity across nodes; every node of a job passes the same.
 func NewMux(self int, codes ...Code) *Mux {
-	m := &Mux{self: self, codes: codes, handlers: map[string]Handler{}, width: DefaultWidth}
-	Handle(m, hopKind, m.handleHop)
-	return m
+	return &Mux{self: self, codes: codes, handlers: map[string]Handler{}, width: DefaultWidth}
 }
 
 // Self returns this node's index.
 func (m *Mux) Self() int { return m.self }
 
-// Handle registers h for requests of kind, replacing any earlier one.
+// Handle registers h for requests of kind, replacing any earlier one, and
+// the hops that carry fan-outs of kind (see Fanout).
 func (m *Mux) Handle(kind string, h Handler) {
+	hops := func(ctx context.Context, from int, raw json.RawMessage) (any, error) {
+		var req hop
+		if err := json.Unmarshal(raw, &req); err != nil {
+			return nil, fmt.Errorf("bad fan-out of %s: %w", kind, err)
+		}
+		if req.Kind != kind {
+			return nil, fmt.Errorf("bad fan-out of %s: it carries %q", kind, req.Kind)
+		}
+		if err := req.Check(); err != nil {
+			return nil, fmt.Errorf("bad fan-out of %s: %w", kind, err)
+		}
+		return m.handleHop(ctx, from, req)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.handlers[kind] = h
+	m.handlers[hopPrefix+kind] = hops
 }
 
 // Checker is implemented by requests that can tell whether they are well
@@ -87,11 +100,13 @@ func (m *Mux) transport() Transport {
 }
 
 // envelope is an answer on the wire: a result, or an error with its code.
-// Unreached marks a fan-out's answer for a node that was never reached.
+// Unreached marks a fan-out's answer for a node that was never reached,
+// Down one that a node on the way did not wait for (the origin calls it).
 type envelope struct {
 	Result    json.RawMessage `json:"r,omitempty"`
 	Failed    bool            `json:"f,omitempty"`
 	Unreached bool            `json:"u,omitempty"`
+	Down      bool            `json:"d,omitempty"`
 	Err       string          `json:"e,omitempty"`
 	Code      string          `json:"c,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 )
 
@@ -66,7 +67,7 @@ func TestFlushEvery(t *testing.T) {
 // nodes ask node 0 once their round went quiet, and learn it.
 func TestFlushOutcomeLost(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "flush-done" {
+		if jobnet.RequestKind(kind) == "flush-done" {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver

@@ -23,7 +23,7 @@ type hops struct {
 func newHops() *hops { return &hops{sent: map[int]int{}, received: map[int]int{}} }
 
 func (h *hops) count(from, to int, kind string) memnet.Drop {
-	if kind == "jobnet.fanout" {
+	if jobnet.RequestKind(kind) != kind {
 		h.mu.Lock()
 		h.sent[from]++
 		h.received[to]++
@@ -110,7 +110,7 @@ func TestFanoutAroundADownNode(t *testing.T) {
 func TestFanoutHopLostMidway(t *testing.T) {
 	var dropped atomic.Bool
 	net := memnet.New(memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "jobnet.fanout" && from == 0 && dropped.CompareAndSwap(false, true) {
+		if kind == "jobnet.fanout:echo" && from == 0 && dropped.CompareAndSwap(false, true) {
 			return memnet.DropResponse
 		}
 		return memnet.Deliver
@@ -140,5 +140,36 @@ func TestFanoutKeepsSentinels(t *testing.T) {
 		if !errors.Is(err, errSentinel) || !jobnet.IsRemote(err) {
 			t.Errorf("node %d: %v, want the sentinel as a remote error", i, err)
 		}
+	}
+}
+
+// TestFanoutDownNodeDeepInTheTree: a down node below another is not waited
+// for inside the tree: every other node's reply arrives long before the
+// fan-out's deadline, which only the down node's own reply waits for.
+func TestFanoutDownNodeDeepInTheTree(t *testing.T) {
+	net := memnet.New(memnet.Faults{})
+	const n = 15
+	ms := cluster(t, net, n)
+	widths(ms, 2) // node 0 → 1 and 8; 8 → 9 and 12; 9 is below 8
+	net.Kill(9)
+	const deadline = 3 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	var healthy time.Duration
+	ms[0].FanoutEach(ctx, everyNode(n), "echo", echo{Text: "x"}, func(i int, r jobnet.Reply) {
+		if i == 9 {
+			if !errors.Is(r.Err, jobnet.ErrUnreached) {
+				t.Errorf("the down node: %v", r.Err)
+			}
+			return
+		}
+		if r.Err != nil {
+			t.Errorf("node %d: %v", i, r.Err)
+		}
+		healthy = max(healthy, time.Since(start))
+	})
+	if healthy > deadline/2 {
+		t.Errorf("the last healthy node answered after %v: the tree waited for the down node", healthy)
 	}
 }
