@@ -128,13 +128,3 @@ func run(t *testing.T, name string, args ...string) string {
 	}
 	return string(out)
 }
-
-// runErr runs a tool expected to fail and returns its combined output.
-func runErr(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err == nil {
-		t.Fatalf("%s %s succeeded, want failure\n%s", name, strings.Join(args, " "), out)
-	}
-	return string(out)
-}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/scrfs/scrfs/bench/internal/job"
@@ -267,19 +266,6 @@ func awaitRecords(ctx context.Context, c *job.Cluster, ds string) error {
 		}
 	}
 	return nil
-}
-
-// reportedKiB is how much memory the guest has handed back to the host so
-// far (virtio free page reporting), where the kernel exposes it; touching
-// such memory again costs the host a fault per page, so a measurement
-// during which this grew paid for it.
-func reportedKiB() int64 {
-	b, err := os.ReadFile("/sys/module/page_reporting/parameters/reported_kib")
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
 }
 
 // cpuTimes are the CPU times used so far by this process (the ranks), by
