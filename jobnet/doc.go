@@ -11,7 +11,9 @@
 // job of one node runs the same protocol without a network), and carries
 // errors across nodes with a code, so that a sentinel error such as
 // cache.ErrNotFound on the answering node is still errors.Is-able on the
-// asking one.
+// asking one. Fanout sends one request to many nodes along a tree of
+// width DefaultWidth, so that what any one node sends and answers does not
+// grow with the job.
 //
 // jobnet knows nothing of datasets, schemes or the prefix directory.
 package jobnet
