@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/peer"
@@ -76,4 +77,96 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// TestFanoutOverPeerLinks: over real peer nodes, which link only to the
+// nodes they have called, a fan-out reaches every node, and once the
+// relays have linked to the nodes below them (a fan-out that finds no link
+// makes them dial), the origin sends one hop per part of the tree and no
+// more.
+func TestFanoutOverPeerLinks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const size, width = 12, 3
+	addrs := make([]string, size)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+	}
+	var nodes []*peer.Node
+	var muxes []*jobnet.Mux
+	var regs []*prometheus.Registry
+	for i := range size {
+		m := jobnet.NewMux(i)
+		m.SetWidth(width)
+		jobnet.Handle(m, "echo", func(ctx context.Context, from int, req string) (any, error) {
+			return fmt.Sprintf("%d heard %s from %d", i, req, from), nil
+		})
+		reg := prometheus.NewRegistry()
+		n, err := peer.Start(ctx, peer.Config{Job: "t", Self: i, Addrs: addrs, Registerer: reg,
+			Secret: []byte("0123456789abcdef0123"), Handlers: jobnet.PeerHandlers(m, m.Kinds())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		m.Attach(jobnet.OverPeer(n))
+		nodes, muxes, regs = append(nodes, n), append(muxes, m), append(regs, reg)
+	}
+	all := make([]int, size)
+	for i := range all {
+		all[i] = i
+	}
+	sent := func() float64 { return hopsSent(t, regs[0]) }
+	fanout := func() {
+		t.Helper()
+		for n, r := range muxes[0].Fanout(ctx, all, "echo", "hi") {
+			var got string
+			if err := r.Decode(&got); err != nil || got != fmt.Sprintf("%d heard hi from 0", n) {
+				t.Fatalf("node %d: %q %v", n, got, err)
+			}
+		}
+	}
+	// Node 0 links to the parts' first nodes in the first fan-out, they
+	// to the nodes below them in the second.
+	for range 2 {
+		fanout()
+		for _, n := range nodes {
+			var linked []int
+			for _, l := range n.Links() {
+				linked = append(linked, l.Peer)
+			}
+			if err := n.WaitUp(ctx, linked); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := sent()
+	fanout()
+	if hops := sent() - before; hops != width {
+		t.Fatalf("node 0 sent %v hops for a fan-out to %d nodes, want %d (one per part)", hops, size, width)
+	}
+}
+
+// hopsSent returns how many fan-out hops of kind echo the node whose
+// metrics reg holds has sent.
+func hopsSent(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "scrfs_peer_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == "jobnet.fanout:echo" && labels["direction"] == "sent" {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

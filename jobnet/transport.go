@@ -38,7 +38,9 @@ type Transport interface {
 	// not block.
 	OnLinkChange(f func(peer int, up bool))
 	// LinkUp reports whether the link to peer is up at this moment (a
-	// call to it would not wait for the link).
+	// call to it would not wait for the link). A peer this node has no
+	// link to yet is dialled, so that the link is up when next asked:
+	// fan-outs pass through nodes beyond a node's own set.
 	LinkUp(peer int) bool
 }
 
