@@ -115,7 +115,9 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 	for i := range all {
 		all[i] = i
 	}
-	sent := func() float64 { return hopsSent(t, regs[0]) }
+	sent := func() float64 {
+		return testutil.Counter(t, regs[0], "scrfs_peer_requests_total", map[string]string{"kind": "jobnet.fanout:echo", "direction": "sent"})
+	}
 	fanout := func() {
 		t.Helper()
 		for n, r := range muxes[0].Fanout(ctx, all, "echo", "hi") {
@@ -144,29 +146,4 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 	if hops := sent() - before; hops != width {
 		t.Fatalf("node 0 sent %v hops for a fan-out to %d nodes, want %d (one per part)", hops, size, width)
 	}
-}
-
-// hopsSent returns how many fan-out hops of kind echo the node whose
-// metrics reg holds has sent.
-func hopsSent(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "scrfs_peer_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["kind"] == "jobnet.fanout:echo" && labels["direction"] == "sent" {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 func TestCallRoundTrip(t *testing.T) {
@@ -65,26 +66,7 @@ func TestCallRoundTrip(t *testing.T) {
 // requests returns scrfs_peer_requests_total{kind, direction} of reg (0
 // when the series does not exist).
 func requests(t *testing.T, reg *prometheus.Registry, kind, direction string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "scrfs_peer_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				labels[lp.GetName()] = lp.GetValue()
-			}
-			if labels["kind"] == kind && labels["direction"] == direction {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return testutil.Counter(t, reg, "scrfs_peer_requests_total", map[string]string{"kind": kind, "direction": direction})
 }
 
 func TestCallConcurrent(t *testing.T) {
