@@ -195,28 +195,18 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 // value from a registry, or -1 when absent.
 func metricValue(t testing.TB, reg *prometheus.Registry, name, label string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetValue() == label {
-					switch {
-					case m.Counter != nil:
-						return m.Counter.GetValue()
-					case m.Gauge != nil:
-						return m.Gauge.GetValue()
-					}
-				}
+	v, ok := testutil.Metric(t, reg, name, func(labels map[string]string) bool {
+		for _, l := range labels {
+			if l == label {
+				return true
 			}
 		}
+		return false
+	})
+	if !ok {
+		return -1
 	}
-	return -1
+	return v
 }
 
 // pattern fills b with bytes derived from seed, so receivers can check

@@ -6,12 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Counter returns the value of the counter series name{labels} that reg
-// gathers, or 0 when the series does not exist (a labelled counter is
-// exported only once it has been counted).
-func Counter(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+// Metric returns the value of the first counter or gauge series called
+// name that g gathers and whose labels match accepts, and whether there
+// is one (a labelled series is exported only once it has been set).
+func Metric(t testing.TB, g prometheus.Gatherer, name string, match func(labels map[string]string) bool) (float64, bool) {
 	t.Helper()
-	mfs, err := reg.Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,19 +19,34 @@ func Counter(t testing.TB, reg prometheus.Gatherer, name string, labels map[stri
 		if mf.GetName() != name {
 			continue
 		}
-	series:
 		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
+			labels := map[string]string{}
 			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
+				labels[lp.GetName()] = lp.GetValue()
 			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
+			if !match(labels) {
+				continue
 			}
-			return m.GetCounter().GetValue()
+			if m.Gauge != nil {
+				return m.Gauge.GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
 		}
 	}
-	return 0
+	return 0, false
+}
+
+// Counter returns the value of series name{want} that g gathers, 0 if it
+// does not exist.
+func Counter(t testing.TB, g prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	v, _ := Metric(t, g, name, func(labels map[string]string) bool {
+		for k, v := range want {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	})
+	return v
 }
