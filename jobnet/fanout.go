@@ -182,7 +182,7 @@ func (m *Mux) pass(ctx context.Context, origin int, kind string, body []byte, pa
 		}
 		return
 	}
-	if tr.LinkUp(head) {
+	if tr.Reach(ctx, head) {
 		var ans hopAnswer
 		h := hop{Origin: origin, Kind: kind, Req: body, Below: below}
 		if err := m.Call(ctx, head, hopPrefix+kind, h.budgeted(ctx), &ans); err == nil {

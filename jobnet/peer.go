@@ -61,13 +61,7 @@ func (t peerTransport) AcceptStream(ctx context.Context, from int, id string) (S
 
 func (t peerTransport) WaitUp(ctx context.Context, peers []int) error { return t.n.WaitUp(ctx, peers) }
 
-func (t peerTransport) LinkUp(peer int) bool {
-	if t.n.LinkUp(peer) {
-		return true
-	}
-	t.n.Connect([]int{peer}) // a link already made keeps redialling on its own
-	return false
-}
+func (t peerTransport) Reach(ctx context.Context, peer int) bool { return t.n.Reach(ctx, peer) }
 
 func (t peerTransport) OnLinkChange(f func(peer int, up bool)) {
 	t.n.OnLinkChange(func(s peer.LinkStatus) { f(s.Peer, s.Up) })

@@ -80,20 +80,22 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestFanoutOverPeerLinks: over real peer nodes, which link only to the
-// nodes they have called, a fan-out reaches every node, and once the
-// relays have linked to the nodes below them (a fan-out that finds no link
-// makes them dial), the origin sends one hop per part of the tree and no
-// more.
+// nodes they call, the first fan-out already travels along the tree: each
+// node dials the nodes it passes the request on to and waits for that
+// first dial, so node 0 sends one hop per part of the tree and links to
+// those parts' first nodes only. A node that is not there costs its relay
+// one failed dial: the fan-out goes on, and says which node was not
+// reached.
 func TestFanoutOverPeerLinks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	const size, width = 12, 3
+	const size, width, absent = 12, 3, 7
 	addrs := make([]string, size)
 	for i := range addrs {
-		addrs[i] = freeAddr(t)
+		addrs[i] = freeAddr(t) // node absent's address stays closed
 	}
-	var nodes []*peer.Node
 	var muxes []*jobnet.Mux
+	var nodes []*peer.Node
 	var regs []*prometheus.Registry
 	for i := range size {
 		m := jobnet.NewMux(i)
@@ -102,6 +104,10 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 			return fmt.Sprintf("%d heard %s from %d", i, req, from), nil
 		})
 		reg := prometheus.NewRegistry()
+		if i == absent {
+			muxes, nodes, regs = append(muxes, m), append(nodes, nil), append(regs, reg)
+			continue
+		}
 		n, err := peer.Start(ctx, peer.Config{Job: "t", Self: i, Addrs: addrs, Registerer: reg,
 			Secret: []byte("0123456789abcdef0123"), Handlers: jobnet.PeerHandlers(m, m.Kinds())})
 		if err != nil {
@@ -109,41 +115,37 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 		}
 		defer n.Close()
 		m.Attach(jobnet.OverPeer(n))
-		nodes, muxes, regs = append(nodes, n), append(muxes, m), append(regs, reg)
+		muxes, nodes, regs = append(muxes, m), append(nodes, n), append(regs, reg)
 	}
-	all := make([]int, size)
-	for i := range all {
-		all[i] = i
-	}
-	sent := func() float64 {
-		return testutil.Counter(t, regs[0], "scrfs_peer_requests_total", map[string]string{"kind": "jobnet.fanout:echo", "direction": "sent"})
-	}
-	fanout := func() {
-		t.Helper()
-		for n, r := range muxes[0].Fanout(ctx, all, "echo", "hi") {
-			var got string
-			if err := r.Decode(&got); err != nil || got != fmt.Sprintf("%d heard hi from 0", n) {
-				t.Fatalf("node %d: %q %v", n, got, err)
-			}
+	all := make([]int, 0, size)
+	for i := range size {
+		if i != absent {
+			all = append(all, i)
 		}
 	}
-	// Node 0 links to the parts' first nodes in the first fan-out, they
-	// to the nodes below them in the second.
-	for range 2 {
-		fanout()
-		for _, n := range nodes {
-			var linked []int
-			for _, l := range n.Links() {
-				linked = append(linked, l.Peer)
-			}
-			if err := n.WaitUp(ctx, linked); err != nil {
-				t.Fatal(err)
-			}
+	for n, r := range muxes[0].Fanout(ctx, all, "echo", "hi") {
+		var got string
+		if err := r.Decode(&got); err != nil || got != fmt.Sprintf("%d heard hi from 0", n) {
+			t.Fatalf("node %d: %q %v", n, got, err)
 		}
 	}
-	before := sent()
-	fanout()
-	if hops := sent() - before; hops != width {
-		t.Fatalf("node 0 sent %v hops for a fan-out to %d nodes, want %d (one per part)", hops, size, width)
+	hops := testutil.Counter(t, regs[0], "scrfs_peer_requests_total", map[string]string{"kind": "jobnet.fanout:echo", "direction": "sent"})
+	if hops != width {
+		t.Errorf("node 0 sent %v hops for a fan-out to %d nodes, want %d (one per part)", hops, len(all), width)
+	}
+	if links := nodes[0].Links(); len(links) != width {
+		t.Errorf("node 0 linked to %d nodes (%v), want the %d parts' first nodes", len(links), links, width)
+	}
+
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	replies := muxes[0].Fanout(short, append(all, absent), "echo", "again")
+	if err := replies[absent].Err; !errors.Is(err, jobnet.ErrUnreached) {
+		t.Fatalf("absent node %d: %v, want unreached", absent, err)
+	}
+	for _, n := range all {
+		if err := replies[n].Err; err != nil {
+			t.Errorf("node %d: %v", n, err)
+		}
 	}
 }

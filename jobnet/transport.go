@@ -37,11 +37,12 @@ type Transport interface {
 	// OnLinkChange registers f to hear of links going up and down. f must
 	// not block.
 	OnLinkChange(f func(peer int, up bool))
-	// LinkUp reports whether the link to peer is up at this moment (a
-	// call to it would not wait for the link). A peer this node has no
-	// link to yet is dialled, so that the link is up when next asked:
-	// fan-outs pass through nodes beyond a node's own set.
-	LinkUp(peer int) bool
+	// Reach reports whether the link to peer is up (a call to it would
+	// not wait for the link). A peer this node has no link to yet is
+	// dialled and Reach waits for that first attempt, until ctx ends: a
+	// fan-out passes through nodes beyond a node's own set. A link tried
+	// and down is reported at once.
+	Reach(ctx context.Context, peer int) bool
 }
 
 // ErrConnLost is wrapped by Transport errors after which the far end may

@@ -39,6 +39,7 @@ type link struct {
 	st      LinkStatus
 	lastErr error // the error behind st.LastError, for errors.Is
 	everUp  bool
+	tried   bool // a dial has succeeded or failed
 }
 
 // linkTo returns the link to peer, creating it (and starting its dial loop)
@@ -123,18 +124,30 @@ func (n *Node) WaitUp(ctx context.Context, peers []int) error {
 	}
 }
 
-// LinkUp reports whether the link to peer is up now, without creating it:
-// a peer never linked is down.
-func (n *Node) LinkUp(peer int) bool {
-	n.mu.Lock()
-	l := n.links[peer]
-	n.mu.Unlock()
-	if l == nil {
+// Reach reports whether the link to peer is up. A peer this node has no
+// link to yet is dialled, and Reach waits for that first dial (or ctx);
+// a link that has been tried and is down is reported down at once, so a
+// dead peer costs a caller one dial, not a wait for its return.
+func (n *Node) Reach(ctx context.Context, peer int) bool {
+	l, err := n.linkTo(peer)
+	if err != nil {
 		return false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.cc != nil && !l.cc.isDone()
+	for {
+		l.mu.Lock()
+		up, tried, ch := l.cc != nil && !l.cc.isDone(), l.tried, l.changed
+		l.mu.Unlock()
+		if up || tried {
+			return up
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		case <-n.ctx.Done():
+			return false
+		}
+	}
 }
 
 // Links returns the status of every outbound link, ordered by peer.
@@ -234,6 +247,10 @@ func (l *link) failed(addr string, err error) {
 	if addr != "" {
 		l.st.Addr = addr
 	}
+	if !l.tried {
+		l.tried = true
+		l.broadcastLocked() // Reach waits for the first dial
+	}
 	l.mu.Unlock()
 	msg := err.Error()
 	var re *RefusedError
@@ -252,7 +269,7 @@ func (l *link) up(cc *clientConn) {
 	l.cc = cc
 	l.st.Up, l.st.Since, l.st.Addr, l.st.RTT = true, time.Now(), cc.addr, 0
 	again := l.everUp
-	l.everUp = true
+	l.everUp, l.tried = true, true
 	st := l.st
 	l.broadcastLocked()
 	l.mu.Unlock()

@@ -212,3 +212,32 @@ func TestPeerBackRedialsAtOnce(t *testing.T) {
 		t.Fatalf("our link to the restarted peer, which dialled us: %v", err)
 	}
 }
+
+// Reach makes a link it does not have and waits for its first dial only:
+// up for a live peer, down at once for a dead one, and down at once again
+// once that link has been tried.
+func TestReach(t *testing.T) {
+	checkLeaks(t)
+	nodes := startCluster(t, 2, nil)
+	ctx := ctxTimeout(t, 10*time.Second)
+	if !nodes[0].Reach(ctx, 1) {
+		t.Fatal("live peer not reached")
+	}
+	if l := nodes[0].Links(); len(l) != 1 || !l[0].Up {
+		t.Fatalf("links after Reach: %+v", l)
+	}
+	closed := nodes[1].Addr().String()
+	_ = nodes[1].Close()
+	dead := testConfig(0, 3)
+	dead.Addrs[1] = closed        // the node that just closed
+	dead.Addrs[2] = "127.0.0.1:1" // nothing ever listened there
+	n := startNode(t, dead)
+	for range 2 {
+		if n.Reach(ctx, 1) || n.Reach(ctx, 2) {
+			t.Fatal("a peer nobody serves was reported reached")
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Reach waited for its context instead of the first dial")
+	}
+}

@@ -210,8 +210,9 @@ func (nd *Node) OnLinkChange(f func(peer int, up bool)) {
 	nd.hooks = append(nd.hooks, f)
 }
 
-// LinkUp implements jobnet.Transport: both ends are joined.
-func (nd *Node) LinkUp(peer int) bool {
+// Reach implements jobnet.Transport: both ends are joined (links are
+// there from the start).
+func (nd *Node) Reach(_ context.Context, peer int) bool {
 	return nd.ctx.Err() == nil && nd.net.Up(peer)
 }
 
