@@ -189,6 +189,39 @@ func TestRemoteReadWhileHolderIsLost(t *testing.T) {
 	})
 }
 
+// TestNamespaceAlongTheTree: in a job of 12 daemons, larger than one
+// fan-out (8), completion's messages reach every node through relays, over
+// the links the relays make themselves (daemons link at start only within
+// their set; with sets of 4, strided, no relay's next node is in its set):
+// node 0 sends at most 8 of each kind, and every node shows every node's
+// files. A relay killed and restarted is reached again.
+func TestNamespaceAlongTheTree(t *testing.T) {
+	c := NewCluster(t, 12, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_REDUNDANCY_SET_SIZE=4", "SCRFS_DATASETS_COMPLETE=marker:.metadata",
+		"SCRFS_METRICS_LISTEN=127.0.0.1:0").Start()
+	check := func(name string) {
+		t.Helper()
+		own := writeDCP(t, c, name, 64<<10)
+		for j, n := range c.Nodes {
+			sameMeta(t, fmt.Sprintf("node %d's %s", j, name), treeMeta(t, n.Path(name)), jobView(own, j))
+		}
+	}
+	check("dcp_1")
+	for _, kind := range []string{"began", "share", "record"} {
+		sample := fmt.Sprintf(`scrfs_peer_requests_total{direction="sent",kind="jobnet.fanout:%s"}`, kind)
+		if got := metric(t, c.Nodes[0], sample); got < 1 || got > 8 {
+			t.Errorf("node 0 sent %v %s requests for one dataset of 12 nodes, want 1 to 8 (the tree's width)", got, kind)
+		}
+		// Node 3 passes what it receives on to node 4 (nodes 1..11 in 8 parts).
+		relayed := metric(t, c.Nodes[3], sample)
+		if relayed < 1 {
+			t.Errorf("node 3 relayed %v %s requests, want at least 1", relayed, kind)
+		}
+	}
+	c.Nodes[3].Kill()
+	c.Nodes[3].Start()
+	check("dcp_2")
+}
+
 // fileKeys returns the entries of a treeMeta that are regular files.
 func fileKeys(meta map[string]string) []string {
 	var out []string
