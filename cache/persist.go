@@ -92,6 +92,22 @@ func (s *Store) closeDirs() error {
 	return err
 }
 
+// LockedError is ErrLocked with the lock's holder.
+type LockedError struct {
+	Dir string
+	Pid int // 0: unknown (its control directory was full when it started)
+}
+
+func (e *LockedError) Error() string {
+	holder := "unknown: its control directory was full when it started"
+	if e.Pid > 0 {
+		holder = strconv.Itoa(e.Pid)
+	}
+	return fmt.Sprintf("%v: %s (held by pid %s)", ErrLocked, e.Dir, holder)
+}
+
+func (e *LockedError) Unwrap() error { return ErrLocked }
+
 // lockControlDir takes an exclusive flock on <control>/lock so that two
 // daemons never share one cache; the holder's pid is written for the error
 // message of the second. The file is never reached through a link, and it
@@ -121,11 +137,9 @@ func lockControlDir(dir *jobdir.Dir) (*os.File, error) {
 		n, _ := f.ReadAt(pid, 0)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder := strings.TrimSpace(string(pid[:n]))
-			if holder == "" {
-				holder = "unknown: its control directory was full when it started"
-			}
-			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrLocked, dir.Path(), holder)
+			le := &LockedError{Dir: dir.Path()}
+			le.Pid, _ = strconv.Atoi(strings.TrimSpace(string(pid[:n])))
+			return nil, le
 		}
 		return nil, fmt.Errorf("cache: lock %s: %w", dir.Join("lock"), err)
 	}

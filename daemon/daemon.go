@@ -152,7 +152,30 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
+// openStore opens the job's cache. When the daemon holding it was killed
+// but is held in the kernel (see fs.RecoverKilled), its mounts are
+// aborted so that it exits, and the cache opened after it.
 func (d *Daemon) openStore() error {
+	err := d.openStoreOnce()
+	var le *cache.LockedError
+	if !errors.As(err, &le) {
+		return err
+	}
+	freed, rerr := fs.RecoverKilled(d.cacheDir, le.Pid, killedExitWait, d.log)
+	if rerr != nil {
+		return fmt.Errorf("%w (%w)", err, rerr)
+	}
+	if !freed {
+		return err
+	}
+	return d.openStoreOnce()
+}
+
+// killedExitWait bounds the wait for a killed daemon to exit once its
+// connections are aborted.
+const killedExitWait = 30 * time.Second
+
+func (d *Daemon) openStoreOnce() error {
 	router, err := cache.NewRouter(d.cfg.MatchRegexp())
 	if err != nil {
 		return err

@@ -182,4 +182,20 @@ func (n *Node) WaitReady(timeout time.Duration) {
 	if !reached {
 		n.t.Fatalf("%s: not ready within %v (daemon exited: %v): %s\n%s", n.Mount, timeout, n.hasExited(), last, n.log.String())
 	}
+	n.waitFreed()
+}
+
+// waitFreed waits until a killed run the kernel held (see Kill) is gone:
+// the run started after it must have freed it.
+func (n *Node) waitFreed() {
+	n.t.Helper()
+	if n.held == nil {
+		return
+	}
+	select {
+	case <-n.held:
+		n.held = nil
+	case <-time.After(40 * time.Second):
+		n.t.Fatalf("%s: the killed run the kernel held is still there after the next start\n%s", n.Mount, n.log.String())
+	}
 }

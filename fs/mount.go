@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,7 +50,7 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareMountpoint(dir, f.log); err != nil {
+	if err := prepareMountpoint(dir, f.store.CacheDir(), f.log); err != nil {
 		return nil, err
 	}
 	direct := o.Method == "direct" || (o.Method != "fusermount" && os.Geteuid() == 0)
@@ -184,16 +183,29 @@ func detach(dir string) error {
 
 // prepareMountpoint makes dir usable as a mountpoint: created if missing, a
 // stale FUSE mount (its daemon gone: ENOTCONN) detached, a live mount
-// refused.
-func prepareMountpoint(dir string, log *slog.Logger) error {
-	_, err := os.Stat(dir)
-	if fstype, mounted := mountedAt(dir); err == nil && mounted && strings.HasPrefix(fstype, "fuse") {
+// refused. A mount of this job's cache (source cacheDir) whose daemon does
+// not answer is a killed daemon's held in the kernel (the caller holds the
+// job's lock, so no live daemon serves it): its connection is aborted and
+// it is detached. The mount table is read before dir is touched, since
+// touching a mount nobody serves would hang.
+func prepareMountpoint(dir, cacheDir string, log *slog.Logger) error {
+	var err error
+	if m, mounted := mountAt(dir); mounted && strings.HasPrefix(m.fstype, "fuse") {
 		// stat may be answered from the kernel's attribute cache even when
 		// the daemon is gone; statfs always asks the daemon.
 		err = statfsWithin(dir, 5*time.Second)
 		if err == nil {
-			return fmt.Errorf("mountpoint %s is already mounted (%s) and its daemon is alive; unmount it first (fusermount3 -u %s)", dir, fstype, dir)
+			return fmt.Errorf("mountpoint %s is already mounted (%s) and its daemon is alive; unmount it first (fusermount3 -u %s)", dir, m.fstype, dir)
 		}
+		if errors.Is(err, errNoAnswer) && m.source == cacheDir {
+			if aerr := abortConnection(m.conn); aerr != nil {
+				return fmt.Errorf("mountpoint %s: %w; %w", dir, err, aerr)
+			}
+			log.Warn("aborted the FUSE connection of this job's mount, which no daemon answers", "mountpoint", dir, "connection", m.conn)
+			err = syscall.ECONNABORTED
+		}
+	} else {
+		_, err = os.Stat(dir)
 	}
 	switch {
 	case errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED):
@@ -228,32 +240,21 @@ func statfsWithin(dir string, timeout time.Duration) error {
 	case err := <-done:
 		return err
 	case <-time.After(timeout):
-		return fmt.Errorf("mountpoint %s is mounted but its daemon does not answer", dir)
+		return fmt.Errorf("mountpoint %s is mounted but %w", dir, errNoAnswer)
 	}
 }
 
-// mountedAt reports whether something is mounted exactly at dir, and its
-// file system type, from /proc/self/mountinfo.
-func mountedAt(dir string) (fstype string, ok bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
+// errNoAnswer is a mount whose daemon did not answer statfs in time.
+var errNoAnswer = errors.New("its daemon does not answer")
+
+// mountAt returns the mount exactly at dir, from /proc/self/mountinfo
+// (the last one, which hides the others).
+func mountAt(dir string) (mountInfo, bool) {
+	ms := findMounts(func(m mountInfo) bool { return m.dir == dir })
+	if len(ms) == 0 {
+		return mountInfo{}, false
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || unescapeMountinfo(fields[4]) != dir {
-			continue
-		}
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) {
-				fstype, ok = fields[i+1], true
-			}
-		}
-	}
-	return fstype, ok
+	return ms[len(ms)-1], true
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
