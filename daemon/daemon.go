@@ -247,6 +247,7 @@ func (d *Daemon) mountFS() error {
 		Debug:           f.Debug,
 		Passthrough:     f.Passthrough,
 		Method:          f.Mount,
+		Guard:           true,
 	})
 	if err != nil {
 		return err

@@ -31,6 +31,9 @@ type MountOptions struct {
 	// Method is "auto" (direct mount(2) as root, fusermount3 otherwise),
 	// "direct" or "fusermount".
 	Method string
+	// Guard starts the mount's guard process (this program run again, so
+	// its main must call Guard first; see guard.go).
+	Guard bool
 }
 
 // Mount is a mounted FS.
@@ -105,6 +108,13 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 		}
 	}
 	f.passthrough = m.passthrough
+	if mi, ok := mountAt(dir); ok && o.Guard {
+		if pid, err := startGuard(mi.conn); err != nil {
+			f.log.Warn("no mount guard: a killed daemon held in the kernel stays until the next start frees it", "err", err)
+		} else {
+			f.log.Debug("mount guard started", "pid", pid, "connection", mi.conn)
+		}
+	}
 	return m, nil
 }
 

@@ -14,8 +14,13 @@ package main
 
 import (
 	"os"
+
+	"github.com/scrfs/scrfs/fs"
 )
 
 func main() {
+	if fs.Guard() { // this process is a mount's guard (see fs.Guard)
+		return
+	}
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
