@@ -84,6 +84,7 @@ type Completer struct {
 	ended      map[string]string // node 0: outcome of recent rounds ("" = recorded)
 	endedOrder []string          // node 0: ended's names, oldest first
 	setOf      map[int][2]int    // node index → set and rank
+	runs       map[int]string    // node 0: each node's daemon run, from its latest join
 
 	// recalled is closed once node 0 heard every node's join after its
 	// start (or gave up on the silent ones); rounds wait for it. Closed
@@ -106,7 +107,7 @@ func New(o Options) (*Completer, error) {
 	c := &Completer{
 		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
 		metrics: newMetrics(o.Registerer),
-		changed: make(chan struct{}), rounds: map[string]bool{}, ended: map[string]string{},
+		changed: make(chan struct{}), rounds: map[string]bool{}, ended: map[string]string{}, runs: map[int]string{},
 		setOf: map[int][2]int{}, recalled: make(chan struct{}),
 	}
 	for s, members := range o.Sets {

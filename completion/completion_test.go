@@ -129,6 +129,31 @@ func TestPartialCheckpointFails(t *testing.T) {
 
 // TestWroteNothingVouched: a node up since before the dataset began, that
 // wrote nothing, takes part with an empty share; a replacement of it
+// TestRestartedBeforeToldFails (found by the chaos test): node 1 is down
+// when node 0 begins ckpt.1, so it cannot be told; its daemon restarts,
+// with its cache or wiped, and hears of ckpt.1 in the background (or not
+// before the completion). Whatever it then holds, its new run cannot vouch
+// for what the application gave the run it replaced: ckpt.1 fails.
+func TestRestartedBeforeToldFails(t *testing.T) {
+	for _, wipe := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cache kept", true: "wiped"}[wipe], func(t *testing.T) {
+			j := job(t, 8)
+			j.RestartAll()
+			j.Kill(1)
+			if wipe {
+				j.Wipe(1)
+			}
+			writeAll(j, "ckpt.1", 1) // node 0 begins it first, and goes on without node 1
+			<-j.Restart(1)
+			complete(t, j, 0, "ckpt.1")
+			j.WaitState(wait, "ckpt.1", cache.Failed, 0, 2, 3)
+			if _, why := j.Nodes[0].State("ckpt.1"); !strings.Contains(why, "node 1: it could not be told") {
+				t.Errorf("failed because %q, want node 1's restart named", why)
+			}
+		})
+	}
+}
+
 // cannot vouch for its former self.
 func TestWroteNothingVouched(t *testing.T) {
 	j := job(t, 8)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -43,13 +44,14 @@ func (c *Completer) handleBegin(ctx context.Context, from int, m beginMsg) (any,
 	_, known := c.ledger.Begun[m.Dataset]
 	c.ledger.begin(m.Dataset, m.ID, m.Run)
 	err := c.persistLocked()
+	runs := maps.Clone(c.runs)
 	c.mu.Unlock()
 	if err != nil || known {
 		return struct{}{}, err
 	}
 	// A new dataset: every other node shows its directory before the
 	// starter goes on, so its other ranks find it.
-	c.announce(ctx, from, m)
+	c.announce(ctx, from, m, runs)
 	return struct{}{}, nil
 }
 
@@ -98,8 +100,11 @@ func (c *Completer) others(skip int) []int {
 // node that is down does not hold up the application's mkdir (which fails
 // once the starter's own wait for node 0 ends); it is told in the
 // background, or creates the dataset when the application writes there.
-func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
+// The nodes not told by then are noted in the ledger with the daemon run
+// node 0 knew for each (runs), which alone can vouch for its share.
+func (c *Completer) announce(ctx context.Context, starter int, m beginMsg, runs map[int]string) {
 	told := make(chan struct{})
+	answered := map[int]bool{starter: true}
 	keep := func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 		defer cancel()
@@ -113,6 +118,7 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
+			answered[n] = true
 			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
 		})
 		c.mu.Lock()
@@ -131,6 +137,16 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg) {
 	case <-told:
 	case <-wait.C:
 		c.log.Info("a dataset starts before every node heard of it; the others hear in the background", "dataset", m.Dataset)
+		c.mu.Lock()
+		for n := range c.o.Nodes {
+			if !answered[n] {
+				c.ledger.unreached(m.Dataset, n, runs[n])
+			}
+		}
+		if err := c.persistLocked(); err != nil {
+			c.log.Error("keep the ledger", "err", err)
+		}
+		c.mu.Unlock()
 	case <-ctx.Done():
 	}
 }
@@ -185,6 +201,7 @@ func (c *Completer) awaitRecall(ctx context.Context) error {
 // now (with wait, before it returns).
 func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) {
 	c.mu.Lock()
+	c.runs[from] = m.Run
 	changed := c.ledger.heard(m.ID)
 	if m.MaxSeq >= c.ledger.NextSeq {
 		c.ledger.NextSeq, changed = m.MaxSeq+1, true
@@ -322,7 +339,7 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 			why = append(why, fmt.Sprintf("node %d: %s", n, s.rep.Lost))
 		case m.fetched:
 		default:
-			if w := c.ledger.judge(m.Dataset, &s.rep); w != "" {
+			if w := c.ledger.judge(m.Dataset, n, &s.rep); w != "" {
 				why = append(why, fmt.Sprintf("node %d: %s", n, w))
 			}
 		}

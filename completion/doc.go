@@ -20,7 +20,11 @@
 //     halfway would have left files the node no longer has);
 //   - or the node holds nothing, never began it, and node 0 knew the
 //     identity before the dataset began (a wiped node cannot vouch for what
-//     its former self wrote).
+//     its former self wrote);
+//   - and, for a node that could not be told the dataset began before it
+//     started without it, the share comes from the daemon run node 0 knew
+//     for it then (a run that replaced it cannot vouch for what the
+//     application gave the one before).
 //
 // If every share stands, node 0 assigns the next sequence number and sends
 // the record to every node, which keeps it with the dataset and hands it on

@@ -39,6 +39,10 @@ type ledger struct {
 type begun struct {
 	At uint64      `json:"at"`
 	By [][2]string `json:"by"`
+	// Unreached are the nodes that could not be told it began before it
+	// started without them, each with the daemon run node 0 knew for it
+	// then ("" if none): only that run can vouch for the node's share.
+	Unreached map[int]string `json:"unreached,omitempty"`
 }
 
 const ledgerVersion = 1
@@ -76,6 +80,19 @@ func (l *ledger) begin(name, id, run string) {
 	}
 }
 
+// unreached notes that node n was not told dataset name began in time;
+// run is the daemon run node 0 knew for it.
+func (l *ledger) unreached(name string, n int, run string) {
+	b := l.Begun[name]
+	if b == nil {
+		return
+	}
+	if b.Unreached == nil {
+		b.Unreached = map[int]string{}
+	}
+	b.Unreached[n] = run
+}
+
 // trim forgets the oldest datasets beyond maxBegun: they were recorded or
 // failed long ago, or never will be.
 func (l *ledger) trim() {
@@ -92,10 +109,13 @@ func (l *ledger) trim() {
 
 // judge says why a share cannot stand, or "" if it does: the rules of the
 // package comment.
-func (l *ledger) judge(name string, s *shareReply) string {
+func (l *ledger) judge(name string, node int, s *shareReply) string {
 	b := l.Begun[name]
 	if b == nil {
 		return "node 0 has no record of when " + name + " began (its ledger was lost: node 0 was wiped or replaced)"
+	}
+	if run, ok := b.Unreached[node]; ok && s.Lost == "" && s.Run != run && s.Began != run {
+		return "it could not be told the dataset began, and its daemon restarted before it answered (or node 0 knew no run of it), so it cannot vouch for what it wrote meanwhile"
 	}
 	runs := 0
 	for _, by := range b.By {
@@ -171,8 +191,13 @@ func decodeLedger(b []byte) (*ledger, error) {
 		if err := layout.CheckDatasetName(name); err != nil {
 			return nil, err
 		}
-		if b == nil || b.At > l.Clock || len(b.By) > maxNodes {
+		if b == nil || b.At > l.Clock || len(b.By) > maxNodes || len(b.Unreached) > maxNodes {
 			return nil, fmt.Errorf("dataset %s: bad start", name)
+		}
+		for n, run := range b.Unreached {
+			if n < 0 || n >= maxNodes || len(run) > 64 {
+				return nil, fmt.Errorf("dataset %s: bad unreached node %d", name, n)
+			}
 		}
 	}
 	return l, nil

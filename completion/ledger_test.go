@@ -9,11 +9,12 @@ import (
 // states them.
 func TestJudge(t *testing.T) {
 	l := newLedger()
-	l.heard("old")          // known before the dataset began
-	l.begin("d", "a", "r1") // a began it in run r1
-	l.begin("d", "b", "r1") // so did b, in r1 ...
-	l.begin("d", "b", "r2") // ... and again in r2, after a crash
-	l.heard("new")          // a wiped node, heard of after the start
+	l.heard("old")            // known before the dataset began
+	l.begin("d", "a", "r1")   // a began it in run r1
+	l.begin("d", "b", "r1")   // so did b, in r1 ...
+	l.begin("d", "b", "r2")   // ... and again in r2, after a crash
+	l.heard("new")            // a wiped node, heard of after the start
+	l.unreached("d", 2, "r5") // node 2 was not told in time; its run was r5
 	for _, tc := range []struct {
 		name string
 		s    shareReply
@@ -28,11 +29,24 @@ func TestJudge(t *testing.T) {
 		{"never heard of", shareReply{ID: "stranger", Empty: true}, false},
 		{"lost its copy", shareReply{ID: "old", Lost: "failed at restart"}, false},
 	} {
-		if got := l.judge("d", &tc.s); (got == "") != tc.ok {
+		if got := l.judge("d", 1, &tc.s); (got == "") != tc.ok {
 			t.Errorf("%s: judge = %q, want ok=%v", tc.name, got, tc.ok)
 		}
 	}
-	if l.judge("unknown", &shareReply{ID: "old", Empty: true}) == "" {
+	for _, tc := range []struct {
+		name string
+		s    shareReply
+		ok   bool
+	}{
+		{"not told, same run, wrote nothing", shareReply{ID: "old", Run: "r5", Empty: true}, true},
+		{"not told, restarted, wrote nothing", shareReply{ID: "old", Run: "r6", Empty: true}, false},
+		{"not told, restarted, began it late", shareReply{ID: "a", Run: "r1", Began: "r1"}, false},
+	} {
+		if got := l.judge("d", 2, &tc.s); (got == "") != tc.ok {
+			t.Errorf("%s: judge = %q, want ok=%v", tc.name, got, tc.ok)
+		}
+	}
+	if l.judge("unknown", 1, &shareReply{ID: "old", Empty: true}) == "" {
 		t.Error("a dataset node 0 never saw begin was judged complete")
 	}
 }
@@ -69,7 +83,7 @@ func FuzzDecodeLedger(f *testing.F) {
 		}
 		// A ledger that decodes can be used and written back.
 		l.begin("next", "x", "y")
-		l.judge("next", &shareReply{ID: "x", Began: "y"})
+		l.judge("next", 1, &shareReply{ID: "x", Began: "y"})
 		if _, err := json.Marshal(l); err != nil {
 			t.Fatal(err)
 		}
