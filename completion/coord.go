@@ -44,11 +44,14 @@ func (c *Completer) handleBegin(ctx context.Context, from int, m beginMsg) (any,
 	_, known := c.ledger.Begun[m.Dataset]
 	c.ledger.begin(m.Dataset, m.ID, m.Run)
 	err := c.persistLocked()
-	runs := maps.Clone(c.runs)
-	c.mu.Unlock()
 	if err != nil || known {
+		c.mu.Unlock()
 		return struct{}{}, err
 	}
+	// Every node asks, so only a new dataset copies the runs: the ones
+	// node 0 knew when it began.
+	runs := maps.Clone(c.runs)
+	c.mu.Unlock()
 	// A new dataset: every other node shows its directory before the
 	// starter goes on, so its other ranks find it.
 	c.announce(ctx, from, m, runs)

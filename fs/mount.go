@@ -108,7 +108,10 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 		}
 	}
 	f.passthrough = m.passthrough
-	if mi, ok := mountAt(dir); ok && o.Guard {
+	if !o.Guard {
+		return m, nil
+	}
+	if mi, ok := mountAt(dir); ok {
 		if pid, err := startGuard(mi.conn); err != nil {
 			f.log.Warn("no mount guard: a killed daemon held in the kernel stays until the next start frees it", "err", err)
 		} else {
