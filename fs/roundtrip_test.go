@@ -210,3 +210,40 @@ func sorted(m map[string]int) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// TestReadsArriveWhole: a file read through the daemon (no passthrough)
+// in 1 MiB reads costs about one READ per MiB. The kernel caps a FUSE
+// mount's readahead at 128 KiB unless the mount's sysfs setting is raised,
+// which only root may do: eight READs per MiB.
+func TestReadsArriveWhole(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("raising a mount's readahead needs root")
+	}
+	const size = 8 << 20
+	rc := &requestCounter{n: map[string]int{}}
+	tm := mountTest(t, mountConfig{passthrough: "off", requests: rc})
+	p := filepath.Join(tm.dir, "ckpt.1", "big")
+	if err := os.Mkdir(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Write-only: direct I/O, so the read below finds no page cached.
+	if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc.awaitCount(t, tm, "RELEASE", 1)
+	rc.take()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Read(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	if got := rc.take()["READ"]; got < size>>20 || got > 2*size>>20 {
+		t.Fatalf("reading %d MiB in 1 MiB reads cost %d READs, want about %d", size>>20, got, size>>20)
+	}
+}
