@@ -18,6 +18,7 @@ import (
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/namespace"
 	"github.com/scrfs/scrfs/peer"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -221,7 +222,7 @@ func (d *Daemon) startProtocols() (stop func(), err error) {
 		return nil, err
 	}
 	d.proto.Store(pr)
-	d.fsys.UseNamespace(pr.Namespace)
+	d.fsys.UseNamespace(mountedNamespace{pr.Namespace})
 	return pr.Close, nil
 }
 
@@ -325,4 +326,17 @@ func (d *Daemon) onRemove(info cache.Info) {
 	if pr := d.proto.Load(); pr != nil {
 		pr.Removed(info)
 	}
+}
+
+// mountedNamespace is the namespace as the mount asks for it.
+type mountedNamespace struct{ *namespace.Namespace }
+
+// Open returns the namespace's copy being fetched as an fs.RemoteFile (a
+// nil *Remote stays a nil interface).
+func (m mountedNamespace) Open(ctx context.Context, dataset string, e *record.Entry) (string, fs.RemoteFile, error) {
+	local, r, err := m.Namespace.Open(ctx, dataset, e)
+	if r == nil {
+		return local, nil, err
+	}
+	return local, r, err
 }

@@ -94,6 +94,8 @@ func TestEveryNodeSeesEveryCheckpoint(t *testing.T) {
 		t.Errorf("node 3 received %v bytes for %d readers of a 4 MiB file, want the file once", got, readers)
 	}
 
+	readWhileFetching(t, c)
+
 	for j, n := range c.Nodes {
 		sameMeta(t, fmt.Sprintf("node %d's dcp_200", j), treeMeta(t, n.Path("dcp_200")), jobView(own, j))
 		d := n.Dataset("dcp_200")
@@ -143,6 +145,40 @@ func TestEveryNodeSeesEveryCheckpoint(t *testing.T) {
 	must(t, syscall.Munmap(m))
 	if _, err := os.OpenFile(c.Nodes[2].Path("dcp_200", "__1_0.distcp"), os.O_WRONLY, 0); !isErrno(err, syscall.EROFS) {
 		t.Errorf("writing another node's file of a complete checkpoint: %v, want EROFS", err)
+	}
+}
+
+// readWhileFetching reads node 1's shard on node 2 while its copy is
+// still being fetched: a pread near its end, a shared read-only mapping,
+// a second open while the first is still open after the copy completed,
+// and an open after both closed (the kernel refuses to mix passed-through
+// and daemon-served opens of one file, so the mount must keep them apart).
+func readWhileFetching(t *testing.T, c *Cluster) {
+	t.Helper()
+	want, err := os.ReadFile(c.Nodes[1].Path("dcp_200", "__1_0.distcp"))
+	must(t, err)
+	p := c.Nodes[2].Path("dcp_200", "__1_0.distcp")
+	a, err := os.Open(p)
+	must(t, err)
+	defer a.Close()
+	tail := make([]byte, 1000)
+	if _, err := a.ReadAt(tail, int64(len(want)-len(tail))); err != nil || !bytes.Equal(tail, want[len(want)-len(tail):]) {
+		t.Fatalf("pread of the end of a file being fetched: %v, or bytes differ", err)
+	}
+	m, err := syscall.Mmap(int(a.Fd()), 0, len(want), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("shared read-only mapping of a file being fetched: %v", err)
+	}
+	if !bytes.Equal(m, want) {
+		t.Errorf("mapping of a file being fetched differs")
+	}
+	must(t, syscall.Munmap(m))
+	for _, what := range []string{"while the first open is still open", "after both closed"} {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("read %s: %d bytes, %v", what, len(b), err)
+		}
+		a.Close()
 	}
 }
 

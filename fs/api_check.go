@@ -47,4 +47,9 @@ var (
 	_ = (gofs.FileAllocater)((*handle)(nil))
 	_ = (gofs.FileLseeker)((*handle)(nil))
 	_ = (gofs.FilePassthroughFder)((*handle)(nil))
+
+	_ = (gofs.FileReader)((*remoteHandle)(nil))
+	_ = (gofs.FileFlusher)((*remoteHandle)(nil))
+	_ = (gofs.FileReleaser)((*remoteHandle)(nil))
+	_ = (gofs.FilePassthroughFder)((*remoteHandle)(nil))
 )

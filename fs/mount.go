@@ -85,11 +85,14 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 		MaxWrite:      o.MaxWrite,
 		MaxReadAhead:  o.MaxWrite,
 		MaxBackground: 64, // async releases and reads in flight at once
-		DisableXAttrs: true,
-		DirectMount:   direct,
-		Options:       mountOpts,
-		Debug:         o.Debug,
-		Logger:        slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+		// Files still being fetched from another node are opened for
+		// direct I/O; this lets applications map them all the same.
+		ExtraCapabilities: fuse.CAP_DIRECT_IO_ALLOW_MMAP,
+		DisableXAttrs:     true,
+		DirectMount:       direct,
+		Options:           mountOpts,
+		Debug:             o.Debug,
+		Logger:            slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
 	}
 	f.attrTimeout = o.AttrTimeout
 	f.passthrough = false // decided below, once the kernel has answered INIT

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"path"
 	"syscall"
 	"time"
@@ -15,11 +14,24 @@ import (
 )
 
 // Namespace is the job-wide view of complete datasets: what every node
-// wrote (from the dataset's record), and a local, verified copy of any file
-// another node holds. *namespace.Namespace implements it.
+// wrote (from the dataset's record), and the bytes of any file another node
+// holds, fetched as they are read. *namespace.Namespace implements it.
 type Namespace interface {
 	View(dataset string) *record.View
-	Materialize(ctx context.Context, dataset string, e *record.Entry) (string, error)
+	// Open returns the path of a whole local copy of e, or the copy
+	// being fetched.
+	Open(ctx context.Context, dataset string, e *record.Entry) (string, RemoteFile, error)
+}
+
+// RemoteFile is the copy of a file another node holds while it is being
+// fetched (*namespace.Remote).
+type RemoteFile interface {
+	// Await waits until the n bytes at off (fewer at the end of the file)
+	// are in the file behind Fd, and returns how many there are.
+	Await(ctx context.Context, off int64, n int) (int, error)
+	Fd() uintptr
+	// Close ends one open of it.
+	Close()
 }
 
 // UseNamespace makes every complete, recorded dataset show what every node
@@ -29,14 +41,16 @@ func (f *FS) UseNamespace(ns Namespace) { f.ns = ns }
 // remoteNode is an entry of a complete dataset that this node's cache
 // directory of it does not have: a file, symlink or directory another node
 // wrote (or one this node holds for a node gone from the job). Its
-// attributes come from the dataset's record; its bytes are fetched whole on
-// open into the read cache (namespace.Materialize) and served from there.
+// attributes come from the dataset's record; its bytes are fetched into the
+// read cache as they are read (namespace.Remote) and served from there.
 // Nothing under it can change.
 type remoteNode struct {
 	gofs.Inode
 	fsys *FS
 	ds   *cache.Dataset
 	rel  string // path inside the dataset
+
+	opens // the kernel's I/O mode of this file's opens (remote_file.go)
 }
 
 // view returns the job-wide view of dataset d, or nil while d is being
@@ -158,34 +172,6 @@ func (n *remoteNode) Readlink(ctx context.Context) (target []byte, errno syscall
 		return nil, syscall.EINVAL
 	}
 	return []byte(e.Meta.Target), 0
-}
-
-// Open fetches the file from the node that holds it (once for every
-// reader on this node; later opens find it in the read cache) and serves
-// it from the local copy. A holder that stays unreachable, or bytes that do
-// not match what was protected, fail the open with EIO (the namespace logs
-// which node and why): never wrong bytes.
-func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
-	defer n.fsys.observe(opOpen, time.Now(), &errno)
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
-		return nil, 0, syscall.EROFS
-	}
-	e, errno := n.entry()
-	if errno != 0 {
-		return nil, 0, errno
-	}
-	local, err := n.fsys.ns.Materialize(ctx, n.ds.Name(), e)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, 0, syscall.EINTR
-		}
-		return nil, 0, syscall.EIO
-	}
-	fd, err := syscall.Open(local, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, 0, n.fsys.toErrno(err)
-	}
-	return &handle{fsys: n.fsys, fd: fd}, 0, 0
 }
 
 // Statfs reports the cache file system.

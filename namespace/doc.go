@@ -9,15 +9,19 @@
 // member with the lowest node index. Directories are the union of the
 // members'.
 //
-// A file another node holds is fetched whole into this node's read cache
-// on first open (Materialize): streamed over the job's authenticated links
-// from its holder, checked against the CRC32C the holder's redundancy file
-// recorded when the dataset was protected (or, under SINGLE, the one it
-// computes as it reads), and only then served, so no reader ever sees a
-// wrong byte. Readers of one file on one node share one transfer; the read
-// cache is bounded (least recently used files go first) and dropped with
-// its dataset. A holder that is down is waited for, at most MemberTimeout
-// (it may come back, or a replacement be rebuilt), then the read fails.
+// A file another node holds is copied into this node's read cache as it
+// is read (Open, Remote): the blocks a read covers, and while reads go in
+// order a growing window after them, are streamed over the job's
+// authenticated links from the holder. The holder checks the whole file
+// against the CRC32C its redundancy file recorded when the dataset was
+// protected (or, under SINGLE, only computes it) before it serves any
+// range of it, and every piece carries its own CRC32C, checked before a
+// reader sees it, so no reader ever sees a wrong byte. Readers of one file
+// on one node share its blocks; the read cache is bounded (least recently
+// used complete copies go first) and dropped with its dataset. A holder
+// that is down is waited for, at most MemberTimeout (it may come back, or a
+// replacement be rebuilt), then the read fails; under PARTNER the file
+// comes whole from a partner's copy meanwhile.
 //
 // It talks to the rest of the daemon only through what New is given and
 // imports neither fs nor the other protocols.

@@ -5,22 +5,22 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the namespace's series.
 type metrics struct {
 	received prometheus.Counter
-	reads    *prometheus.CounterVec
+	opens    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, n *Namespace) *metrics {
 	m := &metrics{
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "namespace", Name: "received_bytes_total",
-			Help: "Bytes of other nodes' files this node fetched into its read cache.",
+			Help: "Bytes of other nodes' files this node fetched into its read cache (only the blocks read, and what readahead fetched).",
 		}),
-		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+		opens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "namespace", Name: "remote_opens_total",
-			Help: "Opens of files another node holds, by result: fetched (transferred now), cached (in the read cache already), shared (joined a transfer under way), failed.",
+			Help: "Opens of files another node holds, by result: fetched (its blocks are fetched as they are read), cached (in the read cache already), shared (joined a file being fetched); failed counts fetches that failed (their readers got EIO).",
 		}, []string{"result"}),
 	}
 	for _, r := range []string{"fetched", "cached", "shared", "failed"} {
-		m.reads.WithLabelValues(r)
+		m.opens.WithLabelValues(r)
 	}
 	cacheBytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "scrfs", Subsystem: "namespace", Name: "read_cache_bytes",
@@ -31,7 +31,7 @@ func newMetrics(reg prometheus.Registerer, n *Namespace) *metrics {
 		Help: "Paths of the datasets shown here that several nodes wrote (each node sees its own copy, others the lowest node's).",
 	}, func() float64 { return float64(n.Clashes()) })
 	if reg != nil {
-		reg.MustRegister(m.received, m.reads, cacheBytes, clashes)
+		reg.MustRegister(m.received, m.opens, cacheBytes, clashes)
 	}
 	return m
 }

@@ -55,10 +55,11 @@ type Namespace struct {
 	rc      *readCache
 	metrics *metrics
 
-	mu      sync.Mutex
-	ids     []string                // every node's identity, by index, as the job last took stock
-	views   map[string]*record.View // by dataset
-	flights map[string]*flight      // transfers under way, by read cache path
+	mu       sync.Mutex
+	ids      []string                            // every node's identity, by index, as the job last took stock
+	views    map[string]*record.View             // by dataset
+	remotes  map[string]*Remote                  // files being fetched, by read cache path
+	verified map[string]map[string]*verifiedFile // files this node checked before serving them, by dataset and member/path
 }
 
 // New returns this node's Namespace and registers its request. The read
@@ -73,7 +74,8 @@ func New(o Options) (*Namespace, error) {
 	}
 	n := &Namespace{
 		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
-		rc: newReadCache(dir, o.ReadCache), views: map[string]*record.View{}, flights: map[string]*flight{},
+		rc: newReadCache(dir, o.ReadCache), views: map[string]*record.View{},
+		remotes: map[string]*Remote{}, verified: map[string]map[string]*verifiedFile{},
 	}
 	n.metrics = newMetrics(o.Registerer, n)
 	jobnet.Handle(o.Mux, "ns-read", n.handleRead)
@@ -147,6 +149,7 @@ func (n *Namespace) Revised(name string) {
 func (n *Namespace) Drop(name string) {
 	n.mu.Lock()
 	delete(n.views, name)
+	delete(n.verified, name)
 	n.mu.Unlock()
 	n.rc.dropDataset(name)
 }

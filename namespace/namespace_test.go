@@ -18,6 +18,8 @@ import (
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/namespace"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -71,11 +73,16 @@ func sum(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// read materializes path p of dataset on node i and returns its bytes.
-func read(t *testing.T, j *jobtest.Job, i int, dataset, p string) ([]byte, error) {
+// open opens path p of dataset on node i: the path of a whole copy, or the
+// copy being fetched.
+func open(t *testing.T, j *jobtest.Job, i int, dataset, p string) (string, *namespace.Remote, error) {
 	t.Helper()
-	ns := j.Nodes[i].Protocols.Namespace
-	v := ns.View(dataset)
+	return j.Nodes[i].Protocols.Namespace.Open(context.Background(), dataset, lookup(t, j, i, dataset, p))
+}
+
+func lookup(t *testing.T, j *jobtest.Job, i int, dataset, p string) *record.Entry {
+	t.Helper()
+	v := j.Nodes[i].Protocols.Namespace.View(dataset)
 	if v == nil {
 		t.Fatalf("node %d has no view of %s", i, dataset)
 	}
@@ -83,11 +90,20 @@ func read(t *testing.T, j *jobtest.Job, i int, dataset, p string) ([]byte, error
 	if !ok {
 		t.Fatalf("node %d: %s/%s not in the view", i, dataset, p)
 	}
-	local, err := ns.Materialize(context.Background(), dataset, e)
-	if err != nil {
-		return nil, err
-	}
-	return os.ReadFile(local)
+	return e
+}
+
+// readChunks reads path p of dataset on node i whole, in reads of chunk
+// bytes.
+func readChunks(t *testing.T, j *jobtest.Job, i int, dataset, p string, chunk int) ([]byte, error) {
+	t.Helper()
+	return j.ReadFile(context.Background(), i, dataset, lookup(t, j, i, dataset, p), chunk)
+}
+
+// read reads path p of dataset on node i whole.
+func read(t *testing.T, j *jobtest.Job, i int, dataset, p string) ([]byte, error) {
+	t.Helper()
+	return readChunks(t, j, i, dataset, p, 128<<10)
 }
 
 // TestEveryNodeReadsEveryFile: each node lists the union of the trees and

@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// readCache keeps whole copies of other nodes' files, at most limit bytes,
-// evicting the least recently used. A copy evicted while open stays
+// readCache keeps copies of other nodes' files, at most limit bytes,
+// evicting the least recently used complete ones. A file being fetched
+// holds its room from its first block on. A copy evicted while open stays
 // readable through its open descriptors (it is only unlinked).
 type readCache struct {
 	dir   string
@@ -20,8 +21,9 @@ type readCache struct {
 }
 
 type cached struct {
-	size int64
-	used time.Time
+	size    int64
+	used    time.Time
+	partial bool // being fetched: not at its path yet, not evictable
 }
 
 func newReadCache(dir string, limit int64) *readCache {
@@ -38,35 +40,56 @@ func (rc *readCache) get(path string) bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	c := rc.files[path]
-	if c != nil {
-		c.used = time.Now()
+	if c == nil || c.partial {
+		return false
 	}
-	return c != nil
+	c.used = time.Now()
+	return true
 }
 
-// add records a complete copy and evicts the least recently used ones
-// beyond the limit (never the one just added).
-func (rc *readCache) add(path string, size int64) {
+// reserve records room for a copy about to be fetched and evicts the
+// least recently used complete copies beyond the limit.
+func (rc *readCache) reserve(path string, size int64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if old := rc.files[path]; old != nil {
-		rc.used -= old.size
-	}
-	rc.files[path] = &cached{size: size, used: time.Now()}
+	rc.removeLocked(path)
+	rc.files[path] = &cached{size: size, used: time.Now(), partial: true}
 	rc.used += size
-	for rc.used > rc.limit && len(rc.files) > 1 {
+	for rc.used > rc.limit {
 		victim, oldest := "", time.Time{}
 		for p, c := range rc.files {
-			if p != path && (victim == "" || c.used.Before(oldest)) {
+			if !c.partial && (victim == "" || c.used.Before(oldest)) {
 				victim, oldest = p, c.used
 			}
+		}
+		if victim == "" {
+			return // only files being fetched: they go over the limit until done
 		}
 		rc.removeLocked(victim)
 	}
 }
 
-func (rc *readCache) removeLocked(path string) {
+// complete records that the copy reserved at path is there whole.
+func (rc *readCache) complete(path string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
 	if c := rc.files[path]; c != nil {
+		c.partial, c.used = false, time.Now()
+	}
+}
+
+// release gives back the room of a copy that was not completed.
+func (rc *readCache) release(path string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if c := rc.files[path]; c != nil && c.partial {
+		rc.used -= c.size
+		delete(rc.files, path)
+	}
+}
+
+func (rc *readCache) removeLocked(path string) {
+	if c := rc.files[path]; c != nil && !c.partial {
 		rc.used -= c.size
 		delete(rc.files, path)
 		os.Remove(path)

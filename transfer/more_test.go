@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -171,11 +170,7 @@ func TestFetchOnAnotherNodeCount(t *testing.T) {
 					if !ok {
 						t.Fatalf("node %d of %d does not show %s", n.Index, nodes, p)
 					}
-					local, err := n.Protocols.Namespace.Materialize(context.Background(), "ckpt.1", e)
-					if err != nil {
-						t.Fatalf("node %d of %d: %s: %v", n.Index, nodes, p, err)
-					}
-					b, err := os.ReadFile(local)
+					b, err := g.ReadFile(context.Background(), n.Index, "ckpt.1", e, 1<<20)
 					if err != nil || sha(b) != s {
 						t.Fatalf("node %d of %d: %s differs (%v)", n.Index, nodes, p, err)
 					}

@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/record"
 )
 
 // Config says what job to run.
@@ -422,4 +424,29 @@ func Ctx(t testing.TB) context.Context {
 // temporary directory.
 func pathOf(dir string) jobdir.Path {
 	return jobdir.Path{Base: filepath.Dir(dir), Names: []string{filepath.Base(dir)}}
+}
+
+// ReadFile reads entry e of dataset through node i's namespace, whole: from
+// a local copy, or fetched from its holder in reads of chunk bytes.
+func (j *Job) ReadFile(ctx context.Context, i int, dataset string, e *record.Entry, chunk int) ([]byte, error) {
+	local, r, err := j.Nodes[i].Protocols.Namespace.Open(ctx, dataset, e)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return os.ReadFile(local)
+	}
+	defer r.Close()
+	var out []byte
+	for {
+		k, err := r.Await(ctx, int64(len(out)), chunk)
+		if err != nil || k == 0 {
+			return out, err
+		}
+		b := make([]byte, k)
+		if _, err := syscall.Pread(int(r.Fd()), b, int64(len(out))); err != nil {
+			return out, err
+		}
+		out = append(out, b...)
+	}
 }

@@ -1,0 +1,150 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// A file another node holds is read from a copy in this node's read cache.
+// While the copy is being fetched, reads must wait for their blocks, so
+// the kernel cannot be handed the copy (passthrough) and serves the opens
+// from its page cache through the daemon; once the copy is whole, opens
+// are passed through. The kernel refuses to mix the two modes on one inode
+// (an open in the other mode fails with EIO), so a file keeps the mode of
+// its open handles until the last is released.
+
+// opens counts a remote file's open handles by I/O mode.
+type opens struct {
+	mu     sync.Mutex
+	cached int // served through the daemon and the kernel's page cache
+	passed int // passed through to the copy
+	copyFd int // the whole copy, while passed > 0
+}
+
+// Open opens the file for reading: from the whole copy (this node's own
+// file or the read cache's), or while the copy is still being fetched,
+// with reads that wait for the blocks they need (the namespace fetches
+// them from the node that holds them, once for every reader on this node).
+// A holder that stays unreachable, or bytes that do not match what was
+// protected, fail the read with EIO (the namespace logs which node and
+// why): never wrong bytes.
+func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
+	defer n.fsys.observe(opOpen, time.Now(), &errno)
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
+		return nil, 0, syscall.EROFS
+	}
+	e, errno := n.entry()
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.passed > 0 {
+		// The kernel reads the copy it was handed first; this descriptor
+		// only keeps the mode.
+		fd, err := syscall.Dup(n.copyFd)
+		if err != nil {
+			return nil, 0, n.fsys.toErrno(err)
+		}
+		n.passed++
+		return &remoteHandle{node: n, fd: fd, size: e.Meta.Size, passed: true}, 0, 0
+	}
+	local, r, err := n.fsys.ns.Open(ctx, n.ds.Name(), e)
+	if err != nil {
+		return nil, 0, syscall.EIO
+	}
+	if r != nil {
+		// Direct I/O: reads come to the daemon at the application's size
+		// and land in its buffer, with no second copy of the file in the
+		// kernel's page cache beside the read cache's (a shared mapping
+		// still works: CAP_DIRECT_IO_ALLOW_MMAP).
+		n.cached++
+		return &remoteHandle{node: n, fd: -1, r: r, size: e.Meta.Size}, fuse.FOPEN_DIRECT_IO, 0
+	}
+	fd, err := syscall.Open(local, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, 0, n.fsys.toErrno(err)
+	}
+	switch {
+	case !n.fsys.passthrough:
+		n.cached++
+		return &remoteHandle{node: n, fd: fd, size: e.Meta.Size}, fuse.FOPEN_KEEP_CACHE, 0
+	case n.cached > 0:
+		// Opens of the copy while it was fetched are still open (or their
+		// release is still on its way): no page cache beside the copy for
+		// this one either, as the next open is likely passed through.
+		n.cached++
+		return &remoteHandle{node: n, fd: fd, size: e.Meta.Size}, fuse.FOPEN_DIRECT_IO, 0
+	}
+	n.copyFd, err = syscall.Dup(fd)
+	if err != nil {
+		syscall.Close(fd)
+		return nil, 0, n.fsys.toErrno(err)
+	}
+	n.passed++
+	return &remoteHandle{node: n, fd: fd, size: e.Meta.Size, passed: true}, 0, 0
+}
+
+// remoteHandle is one open of a file another node holds.
+type remoteHandle struct {
+	node   *remoteNode
+	fd     int        // the whole copy, or -1 while r fetches it
+	r      RemoteFile // the copy being fetched, or nil
+	size   int64
+	passed bool
+}
+
+// PassthroughFd offers the whole copy to the kernel when the file's mode
+// allows it.
+func (h *remoteHandle) PassthroughFd() (int, bool) { return h.fd, h.passed }
+
+// Read serves a read from the copy, once its blocks are there. The reply
+// is spliced from the copy to the kernel when go-fuse can.
+func (h *remoteHandle) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
+	fsys := h.node.fsys
+	defer fsys.observe(opRead, time.Now(), &errno)
+	fd, k := uintptr(h.fd), int(min(int64(len(dest)), max(h.size-off, 0)))
+	if h.r != nil {
+		var err error
+		k, err = h.r.Await(ctx, off, len(dest))
+		switch {
+		case errors.Is(err, context.Canceled):
+			return nil, syscall.EINTR
+		case err != nil:
+			return nil, syscall.EIO
+		}
+		fd = h.r.Fd()
+	}
+	fsys.metrics.read.Add(float64(k))
+	return fuse.ReadResultFd(fd, off, k), 0
+}
+
+// Flush is not needed: nothing is written.
+func (h *remoteHandle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
+
+// Release ends the open; the last open of a copy still being fetched stops
+// the fetch.
+func (h *remoteHandle) Release(ctx context.Context) syscall.Errno {
+	if h.r != nil {
+		h.r.Close()
+	} else {
+		syscall.Close(h.fd)
+	}
+	n := h.node
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !h.passed {
+		n.cached--
+		return 0
+	}
+	if n.passed--; n.passed == 0 {
+		syscall.Close(n.copyFd)
+	}
+	return 0
+}

@@ -1,0 +1,126 @@
+package namespace
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"syscall"
+
+	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/schemes"
+)
+
+// A holder checks a whole file against the CRC32C its redundancy file
+// recorded before it serves the first range of it, so that a reader never
+// sees a byte that differs from what was protected, whichever range it
+// asks for; the same pass gives each block's CRC32C, which its piece
+// carries for the trip (wire.go).
+// Complete datasets do not change, so a file checked once is not checked
+// again while it is the same file (inode, size and time of change).
+
+// fileID tells whether a file checked once is still the same.
+type fileID struct {
+	ino, size int64
+	ctime     syscall.Timespec
+}
+
+// verifiedFile is a file checked against its record, with the CRC32C of
+// each of its blocks for the pieces that carry them. Requests for a file
+// being checked wait for that one check.
+type verifiedFile struct {
+	id     fileID
+	done   chan struct{} // closed when blocks or err is set
+	blocks []uint32
+	err    error
+}
+
+// verify checks the file f, path p of member mem's share kept in dir, once.
+func (n *Namespace) verify(dataset, dir string, mem *record.Member, p string, f *os.File) (*verifiedFile, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("node %d: stat %s: %w", n.self, p, err)
+	}
+	id := fileID{ino: int64(st.Ino), size: st.Size, ctime: st.Ctim}
+	key := mem.ID + "/" + p
+	n.mu.Lock()
+	vf := n.verified[dataset][key]
+	owner := vf == nil || vf.id != id
+	if owner {
+		vf = &verifiedFile{id: id, done: make(chan struct{})}
+		if n.verified[dataset] == nil {
+			n.verified[dataset] = map[string]*verifiedFile{}
+		}
+		n.verified[dataset][key] = vf
+	}
+	n.mu.Unlock()
+	if !owner {
+		<-vf.done
+		return vf, vf.err
+	}
+	vf.blocks, vf.err = n.check(dataset, dir, mem, p, f, st.Size)
+	if vf.err != nil {
+		n.mu.Lock()
+		if n.verified[dataset][key] == vf {
+			delete(n.verified[dataset], key) // the next request checks again
+		}
+		n.mu.Unlock()
+	}
+	close(vf.done)
+	return vf, vf.err
+}
+
+// check reads file f (size bytes) whole, compares its CRC32C with the one
+// recorded, if any, and returns its blocks' CRC32C.
+func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *os.File, size int64) ([]uint32, error) {
+	want, known, err := recordedCRC(dir, mem, p)
+	if err != nil {
+		return nil, err
+	}
+	whole, blocks, err := blockCRCs(f, size)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: read %s: %w", n.self, p, err)
+	}
+	if known && whole != want {
+		return nil, fmt.Errorf("%s/%s on node %d no longer matches the CRC32C recorded when it was protected: %w",
+			dataset, p, n.self, schemes.ErrCorrupt)
+	}
+	return blocks, nil
+}
+
+// blockCRCs returns the CRC32C of the first size bytes of f and of each of
+// their blocks. (It reads into a buffer: through a mapping, the page faults
+// cost more than the copy.)
+func blockCRCs(f *os.File, size int64) (uint32, []uint32, error) {
+	bp := pieceBufs.Get().(*[]byte)
+	defer pieceBufs.Put(bp)
+	var whole uint32
+	blocks := make([]uint32, 0, (size+blockSize-1)/blockSize)
+	for o := int64(0); o < size; o += blockSize {
+		b := (*bp)[:min(blockSize, size-o)]
+		if _, err := f.ReadAt(b, o); err != nil {
+			return 0, nil, err
+		}
+		blocks = append(blocks, crc32.Checksum(b, castagnoli))
+		whole = crc32.Update(whole, castagnoli, b)
+	}
+	return whole, blocks, nil
+}
+
+// recordedCRC returns the CRC32C the member's redundancy file recorded for
+// file p, if the scheme computed one.
+func recordedCRC(dir string, mem *record.Member, p string) (uint32, bool, error) {
+	files, err := schemes.MemberFiles(dir, mem.Node)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil // not protected (yet): the transfer's own CRC only
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	for _, f := range files {
+		if f.Path == p && f.Type == schemes.Regular {
+			return f.CRC32C, f.HasCRC, nil
+		}
+	}
+	return 0, false, fmt.Errorf("%s is not a file of member %.12s: %w", p, mem.ID, ErrNotHeld)
+}
