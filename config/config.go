@@ -166,6 +166,10 @@ type Namespace struct {
 	// ReadCache bounds the other nodes' files kept here after a read: a
 	// size ("8GiB") or a share of the cache file system ("25%").
 	ReadCache string `toml:"read_cache" help:"how much of other nodes' files a node keeps after reading them"`
+	// FetchWhole is the size up to which another node's file is fetched
+	// whole when it is opened; a larger one is fetched block by block as
+	// it is read.
+	FetchWhole Size `toml:"fetch_whole" help:"other nodes' files up to this size are fetched whole when opened, larger ones as they are read"`
 }
 
 // ReadCacheBytes returns namespace.read_cache in bytes, for a cache file

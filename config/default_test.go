@@ -36,7 +36,7 @@ func documented() *Config {
 		Flush:     Flush{Every: 10, Async: true, Bandwidth: 0, Streams: 4, CRC: true},
 		Fetch:     Fetch{Enabled: true},
 		Restart:   Restart{FromCache: true, MemberTimeout: Duration{120 * time.Second}},
-		Namespace: Namespace{ReadCache: "25%"},
+		Namespace: Namespace{ReadCache: "25%", FetchWhole: 1 << 30},
 	}
 }
 

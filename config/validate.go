@@ -259,4 +259,7 @@ func (c *Config) validateData(v *checker) {
 	if rc := c.Namespace.ReadCache; c.ReadCacheBytes(1<<40) <= 0 || (strings.HasSuffix(rc, "%") && c.ReadCacheBytes(100) > 100) {
 		v.fail("namespace.read_cache", `%q: want a size like "8GiB" or a share of the cache file system like "25%%" (more than 0, at most 100%%)`, rc)
 	}
+	if c.Namespace.FetchWhole < 0 {
+		v.fail("namespace.fetch_whole", `must not be negative ("0": every file block by block as it is read)`)
+	}
 }

@@ -211,6 +211,9 @@ func TestValidateEveryKey(t *testing.T) {
 		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "150%" }, false},
 		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "0" }, false},
 		{"namespace.read_cache", func(c *Config) { c.Namespace.ReadCache = "lots" }, false},
+		{"namespace.fetch_whole", func(c *Config) { c.Namespace.FetchWhole = 0 }, true},
+		{"namespace.fetch_whole", func(c *Config) { c.Namespace.FetchWhole = 4 * GiB }, true},
+		{"namespace.fetch_whole", func(c *Config) { c.Namespace.FetchWhole = -1 }, false},
 	}
 	covered := map[string]bool{}
 	for _, r := range rows {

@@ -215,8 +215,8 @@ func (d *Daemon) startProtocols() (stop func(), err error) {
 		MemberTimeout:  c.Restart.MemberTimeout.Duration,
 		Prefix:         c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
 		Streams: c.Flush.Streams, CRC: c.Flush.CRC, Async: c.Flush.Async, Bandwidth: int64(c.Flush.Bandwidth),
-		ReadCache: d.readCacheBytes(),
-		Logger:    d.log, Registerer: d.reg,
+		ReadCache: d.readCacheBytes(), FetchWhole: int64(c.Namespace.FetchWhole),
+		Logger: d.log, Registerer: d.reg,
 	})
 	if err != nil {
 		return nil, err

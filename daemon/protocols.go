@@ -65,6 +65,7 @@ type ProtocolOptions struct {
 	Bandwidth         int64
 	RoundCheck        time.Duration // 0: transfer's default
 	ReadCache         int64         // bytes of other nodes' files kept here
+	FetchWhole        int64         // other nodes' files up to this size are fetched whole at open
 
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -137,7 +138,7 @@ func NewProtocols(o ProtocolOptions) (*Protocols, error) {
 		p.Close()
 		return nil, err
 	}
-	ns, err := namespace.New(namespace.Options{Mux: o.Mux, Store: o.Store, ReadCache: o.ReadCache,
+	ns, err := namespace.New(namespace.Options{Mux: o.Mux, Store: o.Store, ReadCache: o.ReadCache, FetchWhole: o.FetchWhole,
 		MemberTimeout: o.MemberTimeout, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		f.Close()

@@ -19,10 +19,11 @@ import (
 // a replicated file and a .metadata marker on node 0, a config.json every
 // rank writes (a clash), nested directories and a symlink.
 
-// writeDCP writes dataset name on every node of c as DCP would and
-// completes it with node 0's .metadata; it returns what each node showed
-// of it before completion (its own files), as treeMeta.
-func writeDCP(t *testing.T, c *Cluster, name string, shard int64) []map[string]string {
+// writeDCP writes dataset name on every node of c as DCP would (node 1
+// also a file big.bin of big bytes, unless big is 0) and completes it with
+// node 0's .metadata; it returns what each node showed of it before
+// completion (its own files), as treeMeta.
+func writeDCP(t *testing.T, c *Cluster, name string, shard, big int64) []map[string]string {
 	t.Helper()
 	must(t, os.Mkdir(c.Nodes[0].Path(name), 0o755))
 	for i, n := range c.Nodes {
@@ -33,6 +34,9 @@ func writeDCP(t *testing.T, c *Cluster, name string, shard int64) []map[string]s
 		writeRandom(t, n.Path(name, fmt.Sprintf("__%d_0.distcp", i)), shard+int64(1000*i), uint64(i+1+len(name)))
 		writeRandom(t, n.Path(name, "sub", fmt.Sprintf("r%d", i), "x.bin"), 10_000+int64(i), uint64(i+10))
 		must(t, os.WriteFile(n.Path(name, "config.json"), []byte(fmt.Sprintf(`{"rank": %d}`, i)), 0o644))
+	}
+	if big > 0 {
+		writeRandom(t, c.Nodes[1].Path(name, "big.bin"), big, 77)
 	}
 	writeRandom(t, c.Nodes[0].Path(name, "replicated.pt"), 4<<20, 99)
 	must(t, os.Symlink("replicated.pt", c.Nodes[0].Path(name, "latest")))
@@ -67,8 +71,8 @@ func jobView(own []map[string]string, j int) map[string]string {
 // the network once; status counts the job's files and the clash.
 func TestEveryNodeSeesEveryCheckpoint(t *testing.T) {
 	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:.metadata",
-		"SCRFS_METRICS_LISTEN=127.0.0.1:0").Start()
-	own := writeDCP(t, c, "dcp_200", 1<<20)
+		"SCRFS_METRICS_LISTEN=127.0.0.1:0", "SCRFS_NAMESPACE_FETCH_WHOLE=64MiB").Start()
+	own := writeDCP(t, c, "dcp_200", 1<<20, 66<<20+123)
 
 	// Four readers on node 3 of the replicated file node 0 wrote.
 	const readers = 4
@@ -148,16 +152,18 @@ func TestEveryNodeSeesEveryCheckpoint(t *testing.T) {
 	}
 }
 
-// readWhileFetching reads node 1's shard on node 2 while its copy is
-// still being fetched: a pread near its end, a shared read-only mapping,
+// readWhileFetching reads node 1's big.bin on node 2 while its copy is
+// still being fetched (files of at most namespace.fetch_whole, 64 MiB
+// here, are fetched whole at open):
+// a pread near its end, a shared read-only mapping,
 // a second open while the first is still open after the copy completed,
 // and an open after both closed (the kernel refuses to mix passed-through
 // and daemon-served opens of one file, so the mount must keep them apart).
 func readWhileFetching(t *testing.T, c *Cluster) {
 	t.Helper()
-	want, err := os.ReadFile(c.Nodes[1].Path("dcp_200", "__1_0.distcp"))
+	want, err := os.ReadFile(c.Nodes[1].Path("dcp_200", "big.bin"))
 	must(t, err)
-	p := c.Nodes[2].Path("dcp_200", "__1_0.distcp")
+	p := c.Nodes[2].Path("dcp_200", "big.bin")
 	a, err := os.Open(p)
 	must(t, err)
 	defer a.Close()
@@ -189,7 +195,7 @@ func TestRemoteReadWhileHolderIsLost(t *testing.T) {
 	t.Run("xor", func(t *testing.T) {
 		c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:.metadata",
 			"SCRFS_RESTART_MEMBER_TIMEOUT=30s").Start()
-		own := writeDCP(t, c, "dcp_300", 1<<20)
+		own := writeDCP(t, c, "dcp_300", 1<<20, 0)
 		want := own[1]["__1_0.distcp"]
 		c.Nodes[1].Kill()
 		got := make(chan string, 1)
@@ -211,7 +217,7 @@ func TestRemoteReadWhileHolderIsLost(t *testing.T) {
 	t.Run("partner", func(t *testing.T) {
 		c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=partner", "SCRFS_DATASETS_COMPLETE=marker:.metadata",
 			"SCRFS_RESTART_MEMBER_TIMEOUT=30s").Start()
-		own := writeDCP(t, c, "dcp_300", 1<<20)
+		own := writeDCP(t, c, "dcp_300", 1<<20, 0)
 		c.Nodes[1].Kill()
 		for _, j := range []int{0, 3} {
 			got := treeMeta(t, c.Nodes[j].Path("dcp_300"))
@@ -236,7 +242,7 @@ func TestNamespaceAlongTheTree(t *testing.T) {
 		"SCRFS_METRICS_LISTEN=127.0.0.1:0").Start()
 	check := func(name string) {
 		t.Helper()
-		own := writeDCP(t, c, name, 64<<10)
+		own := writeDCP(t, c, name, 64<<10, 0)
 		for j, n := range c.Nodes {
 			sameMeta(t, fmt.Sprintf("node %d's %s", j, name), treeMeta(t, n.Path(name)), jobView(own, j))
 		}

@@ -18,18 +18,20 @@ import (
 // holds, fetched as they are read. *namespace.Namespace implements it.
 type Namespace interface {
 	View(dataset string) *record.View
-	// Open returns the path of a whole local copy of e, or the copy
-	// being fetched.
+	// Open returns the path of a whole local copy of e, or its copy in
+	// the read cache, whole or being fetched.
 	Open(ctx context.Context, dataset string, e *record.Entry) (string, RemoteFile, error)
 }
 
-// RemoteFile is the copy of a file another node holds while it is being
-// fetched (*namespace.Remote).
+// RemoteFile is the copy of a file another node holds, in the read cache,
+// as it is being fetched (*namespace.Remote).
 type RemoteFile interface {
 	// Await waits until the n bytes at off (fewer at the end of the file)
 	// are in the file behind Fd, and returns how many there are.
 	Await(ctx context.Context, off int64, n int) (int, error)
 	Fd() uintptr
+	// Whole reports whether every byte of the file is there.
+	Whole() bool
 	// Close ends one open of it.
 	Close()
 }

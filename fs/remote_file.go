@@ -44,22 +44,28 @@ func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle
 		return nil, 0, errno
 	}
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.passed > 0 {
-		// The kernel reads the copy it was handed first; this descriptor
-		// only keeps the mode.
-		fd, err := syscall.Dup(n.copyFd)
-		if err != nil {
-			return nil, 0, n.fsys.toErrno(err)
-		}
-		n.passed++
-		return &remoteHandle{node: n, fd: fd, size: e.Meta.Size, passed: true}, 0, 0
+		defer n.mu.Unlock()
+		return n.passedLocked(e.Meta.Size)
 	}
+	n.mu.Unlock()
+	// The open may wait for the fetch of a small file: not under n.mu.
 	local, r, err := n.fsys.ns.Open(ctx, n.ds.Name(), e)
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil, 0, syscall.EINTR
+	case err != nil:
 		return nil, 0, syscall.EIO
 	}
-	if r != nil {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.passed > 0 { // passed through meanwhile
+		if r != nil {
+			r.Close()
+		}
+		return n.passedLocked(e.Meta.Size)
+	}
+	if r != nil && !r.Whole() {
 		// Direct I/O: reads come to the daemon at the application's size
 		// and land in its buffer, with no second copy of the file in the
 		// kernel's page cache beside the read cache's (a shared mapping
@@ -67,7 +73,7 @@ func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle
 		n.cached++
 		return &remoteHandle{node: n, fd: -1, r: r, size: e.Meta.Size}, fuse.FOPEN_DIRECT_IO, 0
 	}
-	fd, err := syscall.Open(local, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	fd, err := wholeCopy(local, r)
 	if err != nil {
 		return nil, 0, n.fsys.toErrno(err)
 	}
@@ -89,6 +95,28 @@ func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle
 	}
 	n.passed++
 	return &remoteHandle{node: n, fd: fd, size: e.Meta.Size, passed: true}, 0, 0
+}
+
+// wholeCopy opens the whole copy at local, or the one r fetched (and
+// closes r).
+func wholeCopy(local string, r RemoteFile) (int, error) {
+	if r == nil {
+		return syscall.Open(local, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW, 0)
+	}
+	defer r.Close()
+	return syscall.Dup(int(r.Fd()))
+}
+
+// passedLocked opens the file as its passed-through opens are: the kernel
+// reads the copy it was handed first, and this descriptor only keeps the
+// mode. n.mu is held.
+func (n *remoteNode) passedLocked(size int64) (gofs.FileHandle, uint32, syscall.Errno) {
+	fd, err := syscall.Dup(n.copyFd)
+	if err != nil {
+		return nil, 0, n.fsys.toErrno(err)
+	}
+	n.passed++
+	return &remoteHandle{node: n, fd: fd, size: size, passed: true}, 0, 0
 }
 
 // remoteHandle is one open of a file another node holds.

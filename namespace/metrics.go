@@ -16,7 +16,7 @@ func newMetrics(reg prometheus.Registerer, n *Namespace) *metrics {
 		}),
 		opens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "scrfs", Subsystem: "namespace", Name: "remote_opens_total",
-			Help: "Opens of files another node holds, by result: fetched (its blocks are fetched as they are read), cached (in the read cache already), shared (joined a file being fetched); failed counts fetches that failed (their readers got EIO).",
+			Help: "Opens of files another node holds, by result: fetched (transferred now: whole at open, or block by block as read), cached (in the read cache already), shared (joined a file being fetched); failed counts fetches that failed (their readers got EIO).",
 		}, []string{"result"}),
 	}
 	for _, r := range []string{"fetched", "cached", "shared", "failed"} {

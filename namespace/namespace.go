@@ -33,6 +33,9 @@ type Options struct {
 	Store Store
 	// ReadCache bounds the bytes of other nodes' files kept here.
 	ReadCache int64
+	// FetchWhole is the size up to which a file is fetched whole when it
+	// is opened; larger ones are fetched block by block as they are read.
+	FetchWhole int64
 	// MemberTimeout bounds how long a read waits for a holder that is down
 	// (it may come back, or be rebuilt on a replacement).
 	MemberTimeout time.Duration

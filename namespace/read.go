@@ -19,9 +19,10 @@ type readReq struct {
 	Member  string `json:"member"`
 	Path    string `json:"path"`
 	Stream  string `json:"stream"`
-	// Offset and Length pick a range of the file (Length 0: to its end).
-	// Offset is a multiple of blockSize, and so is Length unless the
-	// range ends with the file.
+	// Offset and Length pick a range of the file: Offset a multiple of
+	// blockSize, and Length too unless the range ends with the file. Both
+	// 0 ask for the whole file, which the holder may check as it sends it
+	// (the reader counts its pieces only once the call succeeded).
 	Offset int64 `json:"offset,omitempty"`
 	Length int64 `json:"length,omitempty"`
 	// Copy asks a PARTNER of the member for the whole file from the copy
@@ -37,7 +38,7 @@ func (m readReq) Check() error {
 	if m.Member == "" || len(m.Member) > 64 || m.Stream == "" || len(m.Stream) > 128 {
 		return errors.New("bad member or stream id")
 	}
-	if m.Offset < 0 || m.Offset%blockSize != 0 || m.Length < 0 || (m.Copy && (m.Offset != 0 || m.Length != 0)) {
+	if m.Offset < 0 || m.Offset%blockSize != 0 || m.Length < 0 || (m.Length == 0 || m.Copy) && m.Offset != 0 || m.Copy && m.Length != 0 {
 		return errors.New("bad range")
 	}
 	return schemes.CheckRelPath(m.Path)
@@ -48,8 +49,8 @@ type readReply struct {
 	Size int64 `json:"size"`
 }
 
-// fetch copies bytes off..off+length of r's file from its holder into r's
-// file and returns the range it filled. While the holder is unreachable or
+// fetch copies bytes off..off+length of r's file (all of it if length is
+// 0) from its holder into r's copy and returns the range it filled. While the holder is unreachable or
 // does not hold the share (it may be restarting, or being rebuilt), a
 // PARTNER dataset's file comes whole from a partner's copy; otherwise the
 // fetch retries, at most MemberTimeout.
@@ -80,6 +81,9 @@ func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (fr
 			}
 		}
 		if err == nil {
+			if length == 0 {
+				return 0, e.Meta.Size, nil
+			}
 			return off, off + length, nil
 		}
 		if !retry || time.Now().Add(backoff).After(deadline) {

@@ -21,10 +21,15 @@ import (
 	"github.com/scrfs/scrfs/schemes"
 )
 
-// bigSize spans many fetch blocks and ends inside one.
-const bigSize = 20<<20 + 4567
+// bigSize spans many fetch blocks, ends inside one, and is larger than the
+// 64 MiB bigJob's nodes fetch whole at open; smallSize is not.
+const (
+	bigSize   = 67<<20 + 4567
+	smallSize = 5<<20 + 99
+)
 
-// bigJob is four XOR nodes where node 1 wrote big.bin (bigSize bytes); it
+// bigJob is four XOR nodes where node 1 wrote big.bin (bigSize bytes) and
+// small.bin (smallSize); it
 // returns the bytes, every node's metrics, and the count of read requests
 // each node sent.
 func bigJob(t *testing.T) (*jobtest.Job, []byte, []*prometheus.Registry, []*atomic.Int64) {
@@ -42,7 +47,8 @@ func bigJob(t *testing.T) (*jobtest.Job, []byte, []*prometheus.Registry, []*atom
 		},
 	}, jobtest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4,
-		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second},
+		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second,
+			FetchWhole: 64 << 20},
 		PerNode: func(i int, o *daemon.ProtocolOptions) {
 			regs[i] = prometheus.NewRegistry()
 			o.Registerer = regs[i]
@@ -53,7 +59,7 @@ func bigJob(t *testing.T) (*jobtest.Job, []byte, []*prometheus.Registry, []*atom
 	for _, n := range j.Nodes {
 		files := map[string][]byte{"rank": {byte(n.Index)}}
 		if n.Index == 1 {
-			files["big.bin"] = big
+			files["big.bin"], files["small.bin"] = big, big[:smallSize]
 		}
 		n.Write("ckpt_1", files)
 	}
@@ -68,27 +74,38 @@ func received(t *testing.T, reg *prometheus.Registry) int64 {
 	return int64(testutil.Counter(t, reg, "scrfs_namespace_received_bytes_total", nil))
 }
 
-// TestReadFromStartFetchesWhole: a file no larger than the readahead's
-// largest window read from its start comes in one request, each byte once,
-// and its copy then serves later opens from the read cache.
-func TestReadFromStartFetchesWhole(t *testing.T) {
+// TestSmallFileFetchedAtOpen: a file of at most 64 MiB comes whole, in
+// one request, before the open returns; a large file read front to back
+// arrives in a few large requests, each byte once, and its copy then
+// serves later opens from the read cache.
+func TestSmallFileFetchedAtOpen(t *testing.T) {
 	j, big, regs, calls := bigJob(t)
+	_, r, err := open(t, j, 3, "ckpt_1", "small.bin")
+	if err != nil || r == nil || !r.Whole() {
+		t.Fatalf("open of a small file: %v %v, want its whole copy", r, err)
+	}
+	r.Close()
+	if n, got := calls[3].Load(), received(t, regs[3]); n != 1 || got != smallSize {
+		t.Errorf("a %d-byte file cost %d requests and %d bytes, want 1 and its size", smallSize, n, got)
+	}
+	calls[3].Store(0)
 	got, err := readChunks(t, j, 3, "ckpt_1", "big.bin", 128<<10)
 	if err != nil || sum(got) != sum(big) {
 		t.Fatalf("read: %d bytes, %v", len(got), err)
 	}
-	if n := calls[3].Load(); n != 1 {
-		t.Errorf("node 3 sent %d read requests for a %d-byte file read from its start, want 1", n, bigSize)
+	blocks := int64(bigSize>>20 + 1)
+	t.Logf("%d blocks read in order: %d requests, %d bytes received", blocks, calls[3].Load(), received(t, regs[3])-smallSize)
+	if n := calls[3].Load(); n < 2 || n > blocks/4 {
+		t.Errorf("node 3 sent %d read requests for %d blocks read in order, want a few", n, blocks)
 	}
-	if n := received(t, regs[3]); n != bigSize {
+	if n := received(t, regs[3]) - smallSize; n != bigSize {
 		t.Errorf("node 3 received %d bytes, want the file's %d once", n, bigSize)
 	}
-	local, r, err := open(t, j, 3, "ckpt_1", "big.bin")
-	if err != nil || r != nil || local == "" {
-		t.Fatalf("open after a whole read: %q %v %v, want the read cache's copy", local, r, err)
-	}
-	if b, err := os.ReadFile(local); err != nil || sum(b) != sum(big) {
-		t.Fatalf("read cache copy: %d bytes, %v", len(b), err)
+	for _, p := range []string{"small.bin", "big.bin"} {
+		local, r, err := open(t, j, 3, "ckpt_1", p)
+		if err != nil || r != nil || local == "" {
+			t.Fatalf("open of %s after a whole read: %q %v %v, want the read cache's copy", p, local, r, err)
+		}
 	}
 }
 

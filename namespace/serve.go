@@ -48,15 +48,20 @@ func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, e
 }
 
 // sendOwn sends the range m asks for of file m.Path of member mem's share,
-// kept in dir, once the whole file is known to match what was protected.
+// kept in dir, once the whole file is known to match what was protected
+// (a whole file not checked yet: as it is checked).
 func (n *Namespace) sendOwn(dir string, mem *record.Member, m readReq, w *pieceSender) error {
 	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(path.Clean(m.Path))))
 	if err != nil {
 		return fmt.Errorf("node %d: %w", n.self, err)
 	}
 	defer f.Close()
-	vf, err := n.verify(m.Dataset, dir, mem, m.Path, f)
-	if err != nil {
+	var each func(uint32, []byte) error
+	if m.Offset == 0 && m.Length == 0 {
+		each = w.send
+	}
+	vf, sent, err := n.verify(m.Dataset, dir, mem, m.Path, f, each)
+	if err != nil || sent {
 		return err
 	}
 	size := vf.id.size

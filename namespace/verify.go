@@ -15,7 +15,8 @@ import (
 // recorded before it serves the first range of it, so that a reader never
 // sees a byte that differs from what was protected, whichever range it
 // asks for; the same pass gives each block's CRC32C, which its piece
-// carries for the trip (wire.go).
+// carries for the trip (wire.go). A request for a whole file not checked
+// yet is served by that pass itself.
 // Complete datasets do not change, so a file checked once is not checked
 // again while it is the same file (inode, size and time of change).
 
@@ -26,8 +27,8 @@ type fileID struct {
 }
 
 // verifiedFile is a file checked against its record, with the CRC32C of
-// each of its blocks for the pieces that carry them. Requests for a file
-// being checked wait for that one check.
+// each of its blocks for the pieces that carry them. Range requests for a
+// file being checked wait for that one check.
 type verifiedFile struct {
 	id     fileID
 	done   chan struct{} // closed when blocks or err is set
@@ -36,15 +37,20 @@ type verifiedFile struct {
 }
 
 // verify checks the file f, path p of member mem's share kept in dir, once.
-func (n *Namespace) verify(dataset, dir string, mem *record.Member, p string, f *os.File) (*verifiedFile, error) {
+// If this call is the one that checks it and each is not nil, each is
+// given every piece of the file, with its CRC32C, as the check reads it,
+// and sent reports that it was: a whole file is checked as it is sent, in
+// one pass (its reader counts the pieces only once the call succeeded).
+func (n *Namespace) verify(dataset, dir string, mem *record.Member, p string, f *os.File,
+	each func(crc uint32, piece []byte) error) (vf *verifiedFile, sent bool, err error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, fmt.Errorf("node %d: stat %s: %w", n.self, p, err)
+		return nil, false, fmt.Errorf("node %d: stat %s: %w", n.self, p, err)
 	}
 	id := fileID{ino: int64(st.Ino), size: st.Size, ctime: st.Ctim}
 	key := mem.ID + "/" + p
 	n.mu.Lock()
-	vf := n.verified[dataset][key]
+	vf = n.verified[dataset][key]
 	owner := vf == nil || vf.id != id
 	if owner {
 		vf = &verifiedFile{id: id, done: make(chan struct{})}
@@ -55,10 +61,21 @@ func (n *Namespace) verify(dataset, dir string, mem *record.Member, p string, f 
 	}
 	n.mu.Unlock()
 	if !owner {
+		select {
+		case <-vf.done:
+			return vf, false, vf.err
+		default:
+		}
+		if each != nil {
+			// A whole file being checked for another reader: check it
+			// again as it is sent rather than send it only after.
+			_, err := n.check(dataset, dir, mem, p, f, st.Size, each)
+			return nil, true, err
+		}
 		<-vf.done
-		return vf, vf.err
+		return vf, false, vf.err
 	}
-	vf.blocks, vf.err = n.check(dataset, dir, mem, p, f, st.Size)
+	vf.blocks, vf.err = n.check(dataset, dir, mem, p, f, st.Size, each)
 	if vf.err != nil {
 		n.mu.Lock()
 		if n.verified[dataset][key] == vf {
@@ -67,31 +84,18 @@ func (n *Namespace) verify(dataset, dir string, mem *record.Member, p string, f 
 		n.mu.Unlock()
 	}
 	close(vf.done)
-	return vf, vf.err
+	return vf, each != nil, vf.err
 }
 
-// check reads file f (size bytes) whole, compares its CRC32C with the one
-// recorded, if any, and returns its blocks' CRC32C.
-func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *os.File, size int64) ([]uint32, error) {
+// check reads file f (size bytes) whole, giving each piece to each when
+// set, compares its CRC32C with the one recorded, if any, and returns its
+// blocks' CRC32C.
+func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *os.File, size int64,
+	each func(uint32, []byte) error) ([]uint32, error) {
 	want, known, err := recordedCRC(dir, mem, p)
 	if err != nil {
 		return nil, err
 	}
-	whole, blocks, err := blockCRCs(f, size)
-	if err != nil {
-		return nil, fmt.Errorf("node %d: read %s: %w", n.self, p, err)
-	}
-	if known && whole != want {
-		return nil, fmt.Errorf("%s/%s on node %d no longer matches the CRC32C recorded when it was protected: %w",
-			dataset, p, n.self, schemes.ErrCorrupt)
-	}
-	return blocks, nil
-}
-
-// blockCRCs returns the CRC32C of the first size bytes of f and of each of
-// their blocks. (It reads into a buffer: through a mapping, the page faults
-// cost more than the copy.)
-func blockCRCs(f *os.File, size int64) (uint32, []uint32, error) {
 	bp := pieceBufs.Get().(*[]byte)
 	defer pieceBufs.Put(bp)
 	var whole uint32
@@ -99,12 +103,22 @@ func blockCRCs(f *os.File, size int64) (uint32, []uint32, error) {
 	for o := int64(0); o < size; o += blockSize {
 		b := (*bp)[:min(blockSize, size-o)]
 		if _, err := f.ReadAt(b, o); err != nil {
-			return 0, nil, err
+			return nil, fmt.Errorf("node %d: read %s: %w", n.self, p, err)
 		}
-		blocks = append(blocks, crc32.Checksum(b, castagnoli))
+		c := crc32.Checksum(b, castagnoli)
+		blocks = append(blocks, c)
 		whole = crc32.Update(whole, castagnoli, b)
+		if each != nil {
+			if err := each(c, b); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return whole, blocks, nil
+	if known && whole != want {
+		return nil, fmt.Errorf("%s/%s on node %d no longer matches the CRC32C recorded when it was protected: %w",
+			dataset, p, n.self, schemes.ErrCorrupt)
+	}
+	return blocks, nil
 }
 
 // recordedCRC returns the CRC32C the member's redundancy file recorded for

@@ -139,9 +139,9 @@ func (n *Namespace) fetchOnce(ctx context.Context, r *Remote, req readReq, node 
 	req.Stream = "ns/" + jobnet.NewToken()
 	recv := make(chan error, 1)
 	go func() {
-		// A partner's copy is checked only as the holder reads it: its
-		// pieces count once the call has succeeded.
-		recv <- n.receive(ctx, r, node, req.Stream, req.Offset, want, !req.Copy)
+		// A partner's copy, and a whole file, may be checked only as the
+		// holder sends them: their pieces count once the call succeeded.
+		recv <- n.receive(ctx, r, node, req.Stream, req.Offset, want, req.Length > 0)
 	}()
 	var rep readReply
 	if err := n.o.Mux.Call(ctx, node, "ns-read", req, &rep); err != nil {
