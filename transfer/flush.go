@@ -305,8 +305,12 @@ func (f *Flusher) broadcast() {
 	f.mu.Unlock()
 }
 
+// Completed tells the flusher that a dataset completed in this node's
+// cache (a flush of the newest one may be waiting for it).
+func (f *Flusher) Completed() { f.broadcast() }
+
 // Changes returns a channel closed at the next change of any flush: a dataset
-// settled or left the cache, or a round ended.
+// completed, settled or left the cache, or a round ended.
 func (f *Flusher) Changes() <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()

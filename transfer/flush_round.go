@@ -98,7 +98,7 @@ func (f *Flusher) handleRequest(ctx context.Context, from int, m requestMsg) (an
 	}
 	name := m.Dataset
 	if name == "" {
-		if name = f.newestCompleted(); name == "" {
+		if name = f.newestToFlush(ctx); name == "" {
 			return nil, fmt.Errorf("node 0 has no completed dataset to flush: %w", cache.ErrNotFound)
 		}
 	}
@@ -114,16 +114,53 @@ func (f *Flusher) handleRequest(ctx context.Context, from int, m requestMsg) (an
 	return rep, nil
 }
 
-// newestCompleted returns the newest completed dataset in this node's
-// cache, or "".
-func (f *Flusher) newestCompleted() string {
+// completionSettle bounds how long a flush of the newest dataset waits for
+// a newer one whose completion waits only for files still open for
+// writing.
+const completionSettle = 10 * time.Second
+
+// newestToFlush returns the dataset a flush without a name is for: the
+// newest completed one in this node's cache, once a newer one whose
+// completion was requested has completed (or after completionSettle, or
+// when ctx ends, with a warning), or "".
+func (f *Flusher) newestToFlush(ctx context.Context) string {
+	timer := time.NewTimer(completionSettle)
+	defer timer.Stop()
+	for {
+		changed := f.Changes()
+		name, pending := f.newestCompleted()
+		if pending == "" {
+			return name
+		}
+		select {
+		case <-changed:
+			continue
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		f.log.Warn("flushing the newest completed dataset: a newer one's completion still waits for files open for writing",
+			"dataset", name, "waiting", pending, "waited", completionSettle)
+		return name
+	}
+}
+
+// newestCompleted returns the newest dataset in this node's cache that
+// completed, and the name of a newer one whose completion was requested
+// and waits only for files still open for writing ("" if none): an
+// application that renames its marker into place and exits may still have
+// the last release of a file on its way.
+func (f *Flusher) newestCompleted() (name, pending string) {
 	dss := f.o.Store.Datasets()
 	for i := len(dss) - 1; i >= 0; i-- {
-		if dss[i].State().Completed() {
-			return dss[i].Name()
+		info := dss[i].Info()
+		switch {
+		case info.State.Completed():
+			return info.Name, pending
+		case info.State == cache.Writing && info.Completing != "" && pending == "":
+			pending = info.Name
 		}
 	}
-	return ""
+	return "", pending
 }
 
 // startRound starts flushing dataset name across the job, or returns the

@@ -16,7 +16,7 @@ func (f *Flusher) Request(ctx context.Context, req control.FlushRequest) (*contr
 	}
 	name := req.Name
 	if name == "" {
-		if name = f.newestCompleted(); name == "" {
+		if name = f.newestToFlush(ctx); name == "" {
 			return nil, fmt.Errorf("flush: no completed dataset in the cache of node %d: %w", f.self, cache.ErrNotFound)
 		}
 	} else if f.o.Store.Get(name) == nil {

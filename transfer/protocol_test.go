@@ -1,9 +1,12 @@
 package transfer_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet/memnet"
@@ -97,4 +100,47 @@ func TestCoordinatorKilledMidFlush(t *testing.T) {
 	if e, ok := f.index("ckpt.1"); !ok || e.State != flush.StateComplete {
 		t.Fatalf("index entry %+v (found %v)", e, ok)
 	}
+}
+
+// TestFlushNewestWaitsForCompletion: `scrfs flush` without a name, asked
+// while the newest dataset's completion was requested but a file of it is
+// still open for writing (the application renamed its marker into place
+// and exited, its last release still on its way), flushes that dataset
+// once it completes, not the one before.
+func TestFlushNewestWaitsForCompletion(t *testing.T) {
+	f := newFixture(t, 1, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 10<<10)
+	st := f.Nodes[0].Store
+	ds, _, err := st.Obtain(cache.Route{Name: "ckpt.2", Kind: cache.KindDir, Root: "ckpt.2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.OpenWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RequestComplete("ckpt.2", "marker .metadata"); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		rep, err := f.fl(0).Request(context.Background(), control.FlushRequest{})
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- rep.Name
+	}()
+	// Nothing announces "waiting": give a flush that does not wait the
+	// time to answer wrongly.
+	select {
+	case name := <-got:
+		t.Fatalf("flush of the newest dataset answered %q while ckpt.2 was completing", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	ds.CloseWrite("rank_0.bin", 0, false)
+	if name := <-got; name != "ckpt.2" {
+		t.Fatalf("flush of the newest dataset flushed %q, want ckpt.2", name)
+	}
+	f.waitFlush("ckpt.2", cache.FlushDone)
 }

@@ -190,6 +190,7 @@ func (j *Job) Start(i int) *Node {
 			defer j.Changed()
 			if pr != nil {
 				pr.Complete.Changed()
+				pr.Flusher.Completed()
 			}
 		},
 		OnRemove: func(info cache.Info) {
