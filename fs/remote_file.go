@@ -13,27 +13,29 @@ import (
 
 // A file another node holds is read from a copy in this node's read cache.
 // While the copy is being fetched, reads must wait for their blocks, so
-// the kernel cannot be handed the copy (passthrough) and serves the opens
-// from its page cache through the daemon; once the copy is whole, opens
-// are passed through. The kernel refuses to mix the two modes on one inode
-// (an open in the other mode fails with EIO), so a file keeps the mode of
-// its open handles until the last is released.
+// the kernel cannot be handed the copy (passthrough): those opens are
+// served through the daemon (direct I/O); once the copy is whole, opens
+// are passed through. The kernel refuses to mix passthrough with opens
+// served through the daemon on one inode (an open in the other mode fails
+// with EIO), so a file keeps the mode of its open handles until the last
+// is released.
 
 // opens counts a remote file's open handles by I/O mode.
 type opens struct {
 	mu     sync.Mutex
-	cached int // served through the daemon and the kernel's page cache
+	cached int // served through the daemon
 	passed int // passed through to the copy
 	copyFd int // the whole copy, while passed > 0
 }
 
 // Open opens the file for reading: from the whole copy (this node's own
-// file or the read cache's), or while the copy is still being fetched,
-// with reads that wait for the blocks they need (the namespace fetches
-// them from the node that holds them, once for every reader on this node).
-// A holder that stays unreachable, or bytes that do not match what was
-// protected, fail the read with EIO (the namespace logs which node and
-// why): never wrong bytes.
+// file or the read cache's, which the namespace may fetch now), or while
+// a large file's copy is still being fetched, with reads that wait for
+// the blocks they need (the namespace fetches them from the node that
+// holds them, once for every reader on this node). A holder that stays
+// unreachable, or bytes that do not match what was protected, fail the
+// open or read with EIO (the namespace logs which node and why): never
+// wrong bytes.
 func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fuseFlags uint32, errno syscall.Errno) {
 	defer n.fsys.observe(opOpen, time.Now(), &errno)
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY || flags&syscall.O_TRUNC != 0 {
