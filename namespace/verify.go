@@ -107,7 +107,7 @@ func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *
 		}
 		c := crc32.Checksum(b, castagnoli)
 		blocks = append(blocks, c)
-		whole = crc32.Update(whole, castagnoli, b)
+		whole = crcCombine(whole, c, int64(len(b)))
 		if each != nil {
 			if err := each(c, b); err != nil {
 				return nil, err
