@@ -14,11 +14,13 @@ import (
 // The bytes of a range travel over a stream of their own as pieces of
 // blockSize bytes (the last may be shorter), one message each: the
 // piece's CRC32C (4 bytes, little endian), then its bytes. The receiver
-// checks each piece as it lands, and readers may use it at once: the
-// holder checked the whole file against its record before it sent the
-// first. (Splicing pieces from the socket into the copy was tried: the
-// check then has to read them back through a mapping, and its page faults
-// cost more than the copy it saves.)
+// checks each piece as it lands. Readers of a range may use it at once:
+// the holder checked the whole file against its record before it sent the
+// first. A whole file, which the holder may check only as it sends it, and
+// a partner's copy count once the call has succeeded, when the holder has
+// said the whole matched. (Splicing pieces from the socket into the copy
+// was tried: the check then has to read them back through a mapping, and
+// its page faults cost more than the copy it saves.)
 
 // pieceHead is the length of a piece's CRC32C.
 const pieceHead = 4
