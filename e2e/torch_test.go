@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -29,10 +28,10 @@ func torchPython(t *testing.T) string {
 // rank r in directory dirs[r], and fails unless every rank says ok.
 func torchRanks(t *testing.T, py, phase string, dirs []string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
+	// Below the ephemeral range: a port from ":0" was once taken, between
+	// its check and rank 0's listen, as some connection's source port, and
+	// the other ranks waited for the rendezvous until the timeout.
+	port := strconv.Itoa(freePort(t, 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
