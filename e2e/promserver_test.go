@@ -63,12 +63,8 @@ scrape_configs:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	// Below the ephemeral range, as for the daemons (loopback.FreePort).
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t, 1)))
 	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=info")
 	stderr, err := cmd.StderrPipe()
