@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -259,13 +260,29 @@ func (r *Remote) start(first, last int, whole bool) {
 	if whole {
 		off, length = 0, 0
 	}
+	// The namespace's group owns the fetch too, so that Close of the
+	// namespace waits for it before the store beneath it closes.
 	r.wg.Add(1)
-	go func() {
+	started := r.n.g.Go(func(context.Context) {
 		defer r.wg.Done()
 		from, to, err := r.n.fetch(r.ctx, r, off, length)
 		r.fetched(first, last, from, to, err)
-	}()
+	})
+	if !started {
+		r.wg.Done()
+		for b := first; b <= last; b++ {
+			r.state[b] = missing
+		}
+		if r.err == nil {
+			r.err = errClosing
+		}
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 }
+
+// errClosing fails the reads that need a fetch while the daemon shuts down.
+var errClosing = errors.New("the namespace is closing")
 
 // arrived records that bytes off..off+n are in the copy, checked.
 func (r *Remote) arrived(off, n int64) {
