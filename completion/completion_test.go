@@ -127,8 +127,6 @@ func TestPartialCheckpointFails(t *testing.T) {
 	}
 }
 
-// TestWroteNothingVouched: a node up since before the dataset began, that
-// wrote nothing, takes part with an empty share; a replacement of it
 // TestRestartedBeforeToldFails (found by the chaos test): node 1 is down
 // when node 0 begins ckpt.1, so it cannot be told; its daemon restarts,
 // with its cache or wiped, and hears of ckpt.1 in the background (or not
@@ -154,6 +152,8 @@ func TestRestartedBeforeToldFails(t *testing.T) {
 	}
 }
 
+// TestWroteNothingVouched: a node up since before the dataset began, that
+// wrote nothing, takes part with an empty share; a replacement of it
 // cannot vouch for its former self.
 func TestWroteNothingVouched(t *testing.T) {
 	j := job(t, 8)
