@@ -67,11 +67,10 @@ func Guard() bool {
 func guard(pid, conn int) {
 	for {
 		time.Sleep(guardPoll)
-		state, threads, ok := procState(pid)
-		switch {
-		case !ok || (state == 'Z' && threads <= 1):
+		switch gone, held := procFate(pid); {
+		case gone:
 			return // it exited: closing its device ended the connection
-		case state == 'Z':
+		case held:
 			if err := abortConnection(conn); err != nil {
 				fmt.Fprintf(os.Stderr, "scrfs: daemon %d was killed and is held in the kernel; %v\n", pid, err)
 			} else {

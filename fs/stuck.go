@@ -70,24 +70,25 @@ func findMounts(match func(mountInfo) bool) []mountInfo {
 // killedButHeld reports whether process pid was killed and cannot exit:
 // its main thread is gone (a zombie) while another thread is still there.
 func killedButHeld(pid int) bool {
-	state, threads, ok := procState(pid)
-	return ok && state == 'Z' && threads > 1
+	_, held := procFate(pid)
+	return held
 }
 
-// procState returns process pid's state (R, S, D, Z, …) and how many
-// threads it has; ok is false once it is gone.
-func procState(pid int) (state byte, threads int, ok bool) {
+// procFate reads how process pid stands: gone (exited, or a zombie with
+// no thread left), or killed but held (see killedButHeld); neither while
+// it runs.
+func procFate(pid int) (gone, held bool) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, 0, false
+		return true, false
 	}
 	// pid (comm) state ...: comm may hold spaces and parentheses.
 	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 || i+2 >= len(stat) {
-		return 0, 0, false
+	if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+		return false, false
 	}
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	return stat[i+2], len(tasks), true
+	return len(tasks) <= 1, len(tasks) > 1
 }
 
 // abortConnection aborts FUSE connection conn: every request waiting for
