@@ -306,8 +306,7 @@ func (d *Daemon) onRename(from string, to cache.Route) error {
 // whose files just closed.
 func (d *Daemon) onComplete(info cache.Info) {
 	if pr := d.proto.Load(); pr != nil {
-		pr.Complete.Changed()
-		pr.Flusher.Completed()
+		pr.Completed()
 	}
 }
 

@@ -161,6 +161,13 @@ func (pr *Protocols) Close() {
 	pr.Namespace.Close()
 }
 
+// Completed tells the protocols a dataset completed in this node's cache
+// (the store's OnComplete).
+func (pr *Protocols) Completed() {
+	pr.Complete.Changed()
+	pr.Flusher.Completed()
+}
+
 // Removed tells the protocols a dataset left this node's cache (the
 // store's OnRemove).
 func (pr *Protocols) Removed(info cache.Info) {

@@ -189,8 +189,7 @@ func (j *Job) Start(i int) *Node {
 		OnComplete: func(info cache.Info) {
 			defer j.Changed()
 			if pr != nil {
-				pr.Complete.Changed()
-				pr.Flusher.Completed()
+				pr.Completed()
 			}
 		},
 		OnRemove: func(info cache.Info) {
