@@ -38,21 +38,13 @@ func zerosOperator(n int64) *gf2Matrix {
 	for i := 1; i < 32; i++ {
 		bit[i] = 1 << (i - 1)
 	}
-	byteOp := bit.square().square().square() // 8 zero bits
-	var op *gf2Matrix                        // nil: the identity
-	for p := byteOp; n > 0; n, p = n>>1, p.square() {
-		if n&1 != 0 {
-			if op == nil {
-				op = p
-			} else {
-				op = op.compose(p)
-			}
-		}
+	op := &gf2Matrix{} // the identity, then n bytes' worth of steps
+	for i := range op {
+		op[i] = 1 << i
 	}
-	if op == nil {
-		op = &gf2Matrix{}
-		for i := range op {
-			op[i] = 1 << i
+	for p := bit.square().square().square(); n > 0; n, p = n>>1, p.square() {
+		if n&1 != 0 {
+			op = op.compose(p)
 		}
 	}
 	return op

@@ -119,6 +119,16 @@ func (n *Namespace) View(name string) *record.View {
 	return v
 }
 
+// recordOf returns the record of ds, a recorded dataset: the one its view
+// was built from (read once per revision, not once per request), or the
+// error reading it gives.
+func (n *Namespace) recordOf(ds *cache.Dataset) (*record.Record, error) {
+	if v := n.View(ds.Name()); v != nil {
+		return v.Record, nil
+	}
+	return record.Load(ds.Dir())
+}
+
 // SetMembers tells the namespace every node's identity, by index (""
 // where unknown): where the holders of shares rebuilt onto other nodes are.
 func (n *Namespace) SetMembers(ids []string) {

@@ -58,17 +58,21 @@ func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (fr
 	deadline := time.Now().Add(n.o.MemberTimeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	backoff := 50 * time.Millisecond
 	e := r.e
-	for {
+	req := readReq{Dataset: r.dataset, Member: e.Member, Path: r.p, Offset: off, Length: length}
+	from, to = off, off+length
+	if length == 0 {
+		to = e.Meta.Size
+	}
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 		node := n.holder(e) // a stock-taking may move it meanwhile
 		copies := n.copies(r.dataset, e)
 		if len(copies) > 0 && !n.up(ctx, node) {
 			err = fmt.Errorf("node %d unreachable", node)
-		} else {
-			err = n.fetchOnce(ctx, r, readReq{Dataset: r.dataset, Member: e.Member, Path: r.p, Offset: off, Length: length}, node)
+		} else if err = n.fetchOnce(ctx, r, req, node); err == nil {
+			return from, to, nil
 		}
-		retry := errors.Is(err, ErrNotHeld) || (err != nil && !jobnet.IsRemote(err))
+		retry := errors.Is(err, ErrNotHeld) || !jobnet.IsRemote(err)
 		if retry {
 			for _, c := range copies {
 				cerr := n.fetchOnce(ctx, r, readReq{Dataset: r.dataset, Member: e.Member, Path: r.p, Copy: true}, c)
@@ -80,28 +84,25 @@ func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (fr
 				n.log.Warn("a partner's copy could not be read", "dataset", r.dataset, "path", e.Path, "copy", c, "err", cerr)
 			}
 		}
-		if err == nil {
-			if length == 0 {
-				return 0, e.Meta.Size, nil
-			}
-			return off, off + length, nil
-		}
-		if !retry || time.Now().Add(backoff).After(deadline) {
-			if retry {
-				err = fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
-					r.dataset, e.Path, node, n.o.MemberTimeout, err)
-			}
+		if !retry {
 			return 0, 0, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if time.Now().Add(backoff).After(deadline) || !pause(ctx, backoff) {
 			return 0, 0, fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
 				r.dataset, e.Path, node, n.o.MemberTimeout, err)
 		}
-		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// pause waits d, and reports false if ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -123,7 +124,7 @@ func (n *Namespace) copies(dataset string, e *record.Entry) []int {
 	if ds == nil {
 		return nil
 	}
-	rec, err := record.Load(ds.Dir())
+	rec, err := n.recordOf(ds)
 	if err != nil || rec.Scheme.Kind != schemes.Partner.String() {
 		return nil
 	}

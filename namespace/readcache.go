@@ -52,7 +52,6 @@ func (rc *readCache) get(path string) bool {
 func (rc *readCache) reserve(path string, size int64) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	rc.removeLocked(path)
 	rc.files[path] = &cached{size: size, used: time.Now(), partial: true}
 	rc.used += size
 	for rc.used > rc.limit {

@@ -276,8 +276,7 @@ func (r *Remote) start(first, last int, whole bool) {
 		if r.err == nil {
 			r.err = errClosing
 		}
-		close(r.changed)
-		r.changed = make(chan struct{})
+		r.wakeLocked()
 	}
 }
 
@@ -300,6 +299,12 @@ func (r *Remote) markLocked(from, to int64) {
 			r.left--
 		}
 	}
+	r.wakeLocked()
+}
+
+// wakeLocked wakes the readers waiting for a block to change. r.mu is
+// held.
+func (r *Remote) wakeLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
 }
@@ -317,8 +322,7 @@ func (r *Remote) fetched(first, last int, from, to int64, err error) {
 				r.state[b] = missing
 			}
 		}
-		close(r.changed)
-		r.changed = make(chan struct{})
+		r.wakeLocked()
 	} else {
 		r.markLocked(from, to)
 	}

@@ -22,13 +22,27 @@ func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, e
 	if ds == nil || ds.Info().Seq == 0 {
 		return nil, fmt.Errorf("node %d holds no recorded copy of %s: %w", n.self, m.Dataset, ErrNotHeld)
 	}
-	rec, err := record.Load(ds.Dir())
+	held := func(rec *record.Record) *record.Member {
+		mem := rec.Member(m.Member)
+		if mem == nil || (!m.Copy && mem.HeldBy() != n.o.Store.NodeID()) {
+			return nil
+		}
+		return mem
+	}
+	rec, err := n.recordOf(ds)
 	if err != nil {
 		return nil, err
 	}
-	mem := rec.Member(m.Member)
-	if mem == nil || (!m.Copy && mem.HeldBy() != n.o.Store.NodeID()) {
-		return nil, fmt.Errorf("node %d does not hold member %.12s's share of %s: %w", n.self, m.Member, m.Dataset, ErrNotHeld)
+	mem := held(rec)
+	if mem == nil {
+		// Refuse on the record as it is on disk, not as it was viewed.
+		n.Revised(m.Dataset)
+		if rec, err = n.recordOf(ds); err != nil {
+			return nil, err
+		}
+		if mem = held(rec); mem == nil {
+			return nil, fmt.Errorf("node %d does not hold member %.12s's share of %s: %w", n.self, m.Member, m.Dataset, ErrNotHeld)
+		}
 	}
 	s, err := n.o.Mux.OpenStream(ctx, from, m.Stream)
 	if err != nil {

@@ -30,9 +30,12 @@ type Entry struct {
 // members' trees, answered from the record alone. It is read-only once
 // built and safe for concurrent use.
 type View struct {
-	Dataset  string
-	Seq      uint64
-	Rev      int
+	Dataset string
+	Seq     uint64
+	Rev     int
+	// Record is the record the view was built from; it must not be
+	// changed.
+	Record   *Record
 	entries  map[string]*Entry
 	children map[string][]string // directory → names, sorted
 	clashes  int
@@ -40,7 +43,7 @@ type View struct {
 
 // NewView builds the view of rec for the node whose identity is self.
 func NewView(rec *Record, self string) *View {
-	v := &View{Dataset: rec.Dataset, Seq: rec.Seq, Rev: rec.Rev, entries: map[string]*Entry{},
+	v := &View{Dataset: rec.Dataset, Seq: rec.Seq, Rev: rec.Rev, Record: rec, entries: map[string]*Entry{},
 		children: map[string][]string{}}
 	// Own share first, then by node index: the first copy of a path wins.
 	members := make([]*Member, 0, len(rec.Members))
