@@ -87,6 +87,7 @@ func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
 		return fmt.Errorf("record %s: the dataset is %s here, not complete", name, st)
 	}
 	d.seq, d.completed = seq, completed
+	d.settleBy = time.Now().Add(maxDeferral)
 	d.mu.Unlock()
 	s.persistLocked()
 	evicted := s.evictLocked()
@@ -250,7 +251,7 @@ func (s *Store) removed(infos []Info) {
 		}
 	}
 	if len(infos) > 0 {
-		go s.emptyTrash()
+		s.emptyTrashSoon()
 	}
 }
 
@@ -272,7 +273,7 @@ func (s *Store) Drop(name, why string) error {
 	if s.opts.OnRemove != nil {
 		s.opts.OnRemove(info)
 	}
-	go s.emptyTrash()
+	s.emptyTrashSoon()
 	return nil
 }
 

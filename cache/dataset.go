@@ -24,6 +24,7 @@ type Dataset struct {
 	created    time.Time
 	completed  time.Time // job-wide once recorded (seq > 0), this node's before
 	seq        uint64    // job-wide completion sequence from the dataset's record; 0 until recorded
+	settleBy   time.Time // its redundancy is being applied since its record came: deletes wait until Settled, or this time at the latest
 	began      string    // the daemon run (incarnation) that created it here; "" if not this node's writing
 	files      int64     // exact once complete; maintained approximately while writing
 	bytes      int64

@@ -2,11 +2,9 @@ package cache
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/scrfs/scrfs/layout"
 )
@@ -55,39 +53,6 @@ func checkEmptyDataset(dir string) error {
 		}
 	}
 	return nil
-}
-
-func (s *Store) trashDir() string {
-	return filepath.Join(s.CacheDir(), metaDirName, "trash")
-}
-
-// toTrash moves a dataset directory out of the way in one rename, after its
-// redundancy files were set aside as spares; the bytes are deleted later by
-// emptyTrash, off every lock.
-func (s *Store) toTrash(dir string, id uint64) error {
-	if err := os.MkdirAll(s.trashDir(), 0o700); err != nil {
-		return err
-	}
-	s.setAsideSpares(dir)
-	dst := filepath.Join(s.trashDir(), strconv.FormatUint(id, 10)+"."+filepath.Base(dir))
-	if err := os.Rename(dir, dst); err != nil {
-		return fmt.Errorf("move %s to trash: %w", dir, err)
-	}
-	return nil
-}
-
-// emptyTrash deletes what toTrash moved aside, including leftovers of a
-// daemon that crashed before it got there.
-func (s *Store) emptyTrash() {
-	entries, err := os.ReadDir(s.trashDir())
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if err := os.RemoveAll(filepath.Join(s.trashDir(), e.Name())); err != nil {
-			s.log.Warn("empty cache trash", "entry", e.Name(), "err", err)
-		}
-	}
 }
 
 // NamespaceDirs returns the plain directories of the mount (those that are

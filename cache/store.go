@@ -89,8 +89,11 @@ type Store struct {
 
 	writable chan struct{} // a write succeeded after read-only: resume (buffered, 1)
 	probe    chan struct{} // another file of the control directory failed to write (buffered, 1)
-	stop     chan struct{} // closed by Close: retry ends
+	stop     chan struct{} // closed by Close: retry and the emptier end
 	retried  chan struct{} // closed when retry has ended
+
+	trashWake chan struct{} // something went to the trash, or deletes may go on (buffered, 1)
+	emptied   chan struct{} // closed when the emptier has ended
 }
 
 // Open claims the control directory, loads the persisted state, reconciles it
@@ -120,6 +123,9 @@ func Open(opts Options) (*Store, error) {
 		probe:    make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		retried:  make(chan struct{}),
+
+		trashWake: make(chan struct{}, 1),
+		emptied:   make(chan struct{}),
 	}
 	if err := s.openDirs(); err != nil {
 		return nil, err
@@ -135,7 +141,7 @@ func Open(opts Options) (*Store, error) {
 	// and the next encode; a restart starts without them.
 	os.RemoveAll(s.spareDir())
 	s.metrics = newMetrics(s, opts.Registerer)
-	go s.emptyTrash()
+	go s.emptier()
 	go s.retry()
 	return s, nil
 }
@@ -162,6 +168,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.retried
+	<-s.emptied
 	s.metrics.unregister()
 	return s.closeDirs()
 }

@@ -39,6 +39,7 @@ type Store interface {
 	namespace.Store
 	ControlDir() *jobdir.Dir
 	FailWriting(reason string)
+	Settled(name string)
 }
 
 // Mount is what the protocols tell the file system; *fs.FS implements it.
@@ -91,7 +92,7 @@ func NewProtocols(o ProtocolOptions) (*Protocols, error) {
 		Timeout:        o.Timeout,
 		ConnectTimeout: o.ConnectTimeout,
 		MemberTimeout:  o.MemberTimeout,
-		OnSettled:      func(name string) { pr.Flusher.Settled(name) },
+		OnSettled:      func(name string) { o.Store.Settled(name); pr.Flusher.Settled(name) },
 		OnMembers:      func(ids []string) { pr.Namespace.SetMembers(ids) },
 		OnRevised:      func(name string) { pr.Namespace.Revised(name) },
 		Logger:         o.Logger,

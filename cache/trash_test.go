@@ -1,0 +1,103 @@
+package cache
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// recordDataset writes dataset name with a file of n apparent bytes (sparse)
+// and one in a subdirectory, completes it and gives it its record, seq.
+func (ts *testStore) recordDataset(t *testing.T, name string, n int64, seq uint64) {
+	t.Helper()
+	d := ts.write(t, name, "f", 0)
+	must(t, os.Truncate(filepath.Join(d.Dir(), "f"), n))
+	must(t, os.MkdirAll(filepath.Join(d.Dir(), "sub/dir"), 0o700))
+	must(t, os.WriteFile(filepath.Join(d.Dir(), "sub/dir/g"), []byte("g"), 0o600))
+	must(t, ts.RequestComplete(name, "test"))
+	ts.awaitComplete(t, name)
+	must(t, ts.SetRecord(name, seq, time.Now()))
+}
+
+// trashEntries lists what the trash holds.
+func (ts *testStore) trashEntries(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(ts.trashDir())
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// awaitEmptyTrash waits for the store's emptier to empty the trash.
+func (ts *testStore) awaitEmptyTrash(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ts.trashEntries(t)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the trash still holds %v", ts.trashEntries(t))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDeletesWaitForRedundancy: the dataset a newly recorded one evicts
+// stays in the trash until the new one's redundancy is settled, and is
+// deleted then, subdirectories and all.
+func TestDeletesWaitForRedundancy(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.Settled("c1")
+	ts.awaitEmptyTrash(t)
+
+	ts.recordDataset(t, "c2", 10, 2) // evicts c1
+	if ts.Get("c1") != nil {
+		t.Fatal("c1 not evicted")
+	}
+	if wait := ts.emptyTrash(); wait <= 0 || wait > maxDeferral {
+		t.Fatalf("emptying the trash while c2 is being protected: wait %v, want (0, %v]", wait, maxDeferral)
+	}
+	if got := ts.trashEntries(t); len(got) != 1 {
+		t.Fatalf("trash holds %v while c2 is being protected, want c1's directory", got)
+	}
+
+	ts.Settled("c2")
+	ts.awaitEmptyTrash(t)
+}
+
+// TestDeletesGoAheadShortOfSpace: deletes do not wait when the cache's file
+// system could not take another dataset as large as the largest it holds.
+func TestDeletesGoAheadShortOfSpace(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.recordDataset(t, "c2", 1<<42, 2) // 4 TiB apparent: more than the disk has free
+	if wait := ts.emptyTrash(); wait != 0 {
+		t.Fatalf("short of space, deletes wait %v", wait)
+	}
+	if got := ts.trashEntries(t); len(got) != 0 {
+		t.Fatalf("trash holds %v", got)
+	}
+}
+
+// TestDeletesWaitAtMostMaxDeferral: a dataset whose redundancy never
+// settles holds deletes back no longer than maxDeferral.
+func TestDeletesWaitAtMostMaxDeferral(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.recordDataset(t, "c2", 10, 2)
+	d := ts.Get("c2")
+	d.mu.Lock()
+	d.settleBy = time.Now().Add(-time.Second)
+	d.mu.Unlock()
+	if wait := ts.emptyTrash(); wait != 0 {
+		t.Fatalf("after maxDeferral, deletes wait %v", wait)
+	}
+	if got := ts.trashEntries(t); len(got) != 0 {
+		t.Fatalf("trash holds %v", got)
+	}
+}
