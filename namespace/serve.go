@@ -89,19 +89,9 @@ func (n *Namespace) sendOwn(dir string, mem *record.Member, m readReq, w *pieceS
 	if length == 0 {
 		return nil
 	}
-	bp := pieceBufs.Get().(*[]byte)
-	defer pieceBufs.Put(bp)
-	buf := (*bp)[:blockSize]
-	for o := m.Offset; o < m.Offset+length; o += blockSize {
-		piece := buf[:min(blockSize, m.Offset+length-o)]
-		if _, err := f.ReadAt(piece, o); err != nil {
-			return fmt.Errorf("node %d: read %s: %w", n.self, m.Path, err)
-		}
-		if err := w.send(vf.blocks[o/blockSize], piece); err != nil {
-			return err
-		}
-	}
-	return nil
+	return readAhead(f, m.Offset, length, false, func(at int64, _ uint32, b []byte) error {
+		return w.send(vf.blocks[at/blockSize], b)
+	})
 }
 
 // sendCopy sends file p of PARTNER member src from the copy kept by a

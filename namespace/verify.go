@@ -3,7 +3,6 @@ package namespace
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"syscall"
 
@@ -96,23 +95,18 @@ func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *
 	if err != nil {
 		return nil, err
 	}
-	bp := pieceBufs.Get().(*[]byte)
-	defer pieceBufs.Put(bp)
 	var whole uint32
 	blocks := make([]uint32, 0, (size+blockSize-1)/blockSize)
-	for o := int64(0); o < size; o += blockSize {
-		b := (*bp)[:min(blockSize, size-o)]
-		if _, err := f.ReadAt(b, o); err != nil {
-			return nil, fmt.Errorf("node %d: read %s: %w", n.self, p, err)
-		}
-		c := crc32.Checksum(b, castagnoli)
+	err = readAhead(f, 0, size, true, func(_ int64, c uint32, b []byte) error {
 		blocks = append(blocks, c)
 		whole = crcCombine(whole, c, int64(len(b)))
 		if each != nil {
-			if err := each(c, b); err != nil {
-				return nil, err
-			}
+			return each(c, b)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if known && whole != want {
 		return nil, fmt.Errorf("%s/%s on node %d no longer matches the CRC32C recorded when it was protected: %w",

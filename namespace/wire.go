@@ -92,41 +92,59 @@ func (w *pieceWriter) Flush() error {
 }
 
 // receive takes the pieces of bytes off..off+want of r's file from stream
-// sid of node into r's copy. When mark is set each piece counts for
-// readers as soon as it is checked; otherwise the caller decides.
+// sid of node into r's copy, writing each behind the receipt of the next.
+// When mark is set each piece counts for readers as soon as it is written;
+// otherwise the caller decides.
 func (n *Namespace) receive(ctx context.Context, r *Remote, node int, sid string, off, want int64, mark bool) error {
 	s, err := n.o.Mux.AcceptStream(ctx, node, sid)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	bp := pieceBufs.Get().(*[]byte)
-	defer pieceBufs.Put(bp)
-	var got int64
-	for got < want {
+	l := startLanding(r, mark)
+	err = n.receiveInto(ctx, l, s, r, node, off, want)
+	if werr := l.finish(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+func (n *Namespace) receiveInto(ctx context.Context, l *landing, s jobnet.Stream, r *Remote, node int, off, want int64) error {
+	for got := int64(0); got < want; {
 		k, at := int(min(blockSize, want-got)), off+got
-		msg, err := s.Recv(ctx, *bp)
+		bp, err := l.buffer(ctx)
 		if err != nil {
 			return err
 		}
-		if len(msg) != pieceHead+k {
-			return fmt.Errorf("node %d sent a message of %d bytes, want a piece of %d", node, len(msg), pieceHead+k)
+		msg, err := s.Recv(ctx, *bp)
+		var b []byte
+		if err == nil {
+			b, err = checkPiece(msg, k, func() string {
+				return fmt.Sprintf("%s/%s from node %d: the %d bytes at %d", r.dataset, r.p, node, k, at)
+			})
 		}
-		b, sent := msg[pieceHead:], binary.LittleEndian.Uint32(msg)
-		if c := crc32.Checksum(b, castagnoli); c != sent {
-			return fmt.Errorf("%s/%s from node %d: the %d bytes at %d arrived with CRC32C %08x, sent with %08x",
-				r.dataset, r.p, node, k, at, c, sent)
-		}
-		if _, err := r.f.WriteAt(b, at); err != nil {
+		if err != nil {
+			l.free <- bp
 			return err
 		}
+		l.land(bp, b, at)
 		got += int64(k)
 		n.metrics.received.Add(float64(k))
-		if mark {
-			r.arrived(at, int64(k))
-		}
 	}
 	return nil
+}
+
+// checkPiece returns the bytes of piece msg, which must hold k of them
+// with their CRC32C; what names them for an error.
+func checkPiece(msg []byte, k int, what func() string) ([]byte, error) {
+	if len(msg) != pieceHead+k {
+		return nil, fmt.Errorf("%s: a message of %d bytes arrived, want a piece of %d", what(), len(msg), pieceHead+k)
+	}
+	b, sent := msg[pieceHead:], binary.LittleEndian.Uint32(msg)
+	if c := crc32.Checksum(b, castagnoli); c != sent {
+		return nil, fmt.Errorf("%s arrived with CRC32C %08x, sent with %08x", what(), c, sent)
+	}
+	return b, nil
 }
 
 // fetchOnce asks node for the range of the file req names (all of it for a
