@@ -87,7 +87,9 @@ func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
 		return fmt.Errorf("record %s: the dataset is %s here, not complete", name, st)
 	}
 	d.seq, d.completed = seq, completed
-	d.settleBy = time.Now().Add(maxDeferral)
+	if d.state == Complete { // its redundancy is applied next
+		d.settleBy = time.Now().Add(maxDeferral)
+	}
 	d.mu.Unlock()
 	s.persistLocked()
 	evicted := s.evictLocked()

@@ -11,13 +11,19 @@ import (
 // and one in a subdirectory, completes it and gives it its record, seq.
 func (ts *testStore) recordDataset(t *testing.T, name string, n int64, seq uint64) {
 	t.Helper()
+	ts.completeDataset(t, name, n)
+	must(t, ts.SetRecord(name, seq, time.Now()))
+}
+
+// completeDataset writes dataset name as recordDataset does and completes it.
+func (ts *testStore) completeDataset(t *testing.T, name string, n int64) {
+	t.Helper()
 	d := ts.write(t, name, "f", 0)
 	must(t, os.Truncate(filepath.Join(d.Dir(), "f"), n))
 	must(t, os.MkdirAll(filepath.Join(d.Dir(), "sub/dir"), 0o700))
 	must(t, os.WriteFile(filepath.Join(d.Dir(), "sub/dir/g"), []byte("g"), 0o600))
 	must(t, ts.RequestComplete(name, "test"))
 	ts.awaitComplete(t, name)
-	must(t, ts.SetRecord(name, seq, time.Now()))
 }
 
 // trashEntries lists what the trash holds.
@@ -96,6 +102,24 @@ func TestDeletesWaitAtMostMaxDeferral(t *testing.T) {
 	d.mu.Unlock()
 	if wait := ts.emptyTrash(); wait != 0 {
 		t.Fatalf("after maxDeferral, deletes wait %v", wait)
+	}
+	if got := ts.trashEntries(t); len(got) != 0 {
+		t.Fatalf("trash holds %v", got)
+	}
+}
+
+// TestRecordOfProtectedDatasetDoesNotDefer: a record read back for a
+// dataset already protected (a restart) starts no redundancy, so the
+// dataset it evicts is deleted at once.
+func TestRecordOfProtectedDatasetDoesNotDefer(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.Settled("c1")
+	ts.completeDataset(t, "c2", 10)
+	must(t, ts.SetState("c2", Protected, ""))
+	must(t, ts.SetRecord("c2", 2, time.Now())) // evicts c1
+	if wait := ts.emptyTrash(); wait != 0 {
+		t.Fatalf("deletes wait %v for a dataset already protected", wait)
 	}
 	if got := ts.trashEntries(t); len(got) != 0 {
 		t.Fatalf("trash holds %v", got)
