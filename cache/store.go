@@ -60,6 +60,10 @@ type Options struct {
 	// Incarnation names this daemon's run; every dataset created records
 	// the run that created it (Info.Began).
 	Incarnation string
+
+	// emptied, for tests, hears of each pass of the emptier and how long
+	// deletes then wait (0: the trash is empty).
+	emptied func(wait time.Duration)
 }
 
 // Store is the node-local cache of datasets. Its methods are safe for

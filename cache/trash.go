@@ -23,9 +23,13 @@ import (
 // redundancy is being applied — from its record's arrival (SetRecord, for a
 // dataset not yet protected) to Settled — as SCR deletes old checkpoints when the next one starts, not
 // while one is encoded. They go ahead at once when the cache's file system
-// could not take another dataset as large as the largest it holds, and
-// after maxDeferral whatever happens.
-const maxDeferral = 2 * time.Minute
+// could not take another dataset as large as the largest it holds (looked
+// at every spaceCheck while they wait: writes through passthrough never
+// reach the daemon), and after maxDeferral whatever happens.
+const (
+	maxDeferral = 2 * time.Minute
+	spaceCheck  = time.Second
+)
 
 // What stops emptying the trash before a file: deletes wait, or the store
 // closes (the next start goes on).
@@ -74,16 +78,21 @@ func (s *Store) emptyTrashSoon() {
 	}
 }
 
-// emptier empties the trash when woken, starting with what a daemon that
-// crashed left there, until the store closes.
+// emptier empties the trash when woken, and while deletes wait every
+// spaceCheck, starting with what a daemon that crashed left there, until
+// the store closes.
 func (s *Store) emptier() {
 	defer close(s.emptied)
 	expiry := time.NewTimer(maxDeferral)
 	expiry.Stop()
 	defer expiry.Stop()
 	for {
-		if wait := s.emptyTrash(); wait > 0 {
-			expiry.Reset(wait)
+		wait := s.emptyTrash()
+		if wait > 0 {
+			expiry.Reset(min(wait, spaceCheck))
+		}
+		if s.opts.emptied != nil {
+			s.opts.emptied(wait)
 		}
 		select {
 		case <-s.trashWake:

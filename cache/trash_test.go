@@ -125,3 +125,45 @@ func TestRecordOfProtectedDatasetDoesNotDefer(t *testing.T) {
 		t.Fatalf("trash holds %v", got)
 	}
 }
+
+// TestDeletesGoAheadWhenSpaceRunsShort: deletes that wait go ahead once
+// the cache runs short of space meanwhile (a new dataset being written
+// grew larger than what is free), without anything waking the emptier.
+func TestDeletesGoAheadWhenSpaceRunsShort(t *testing.T) {
+	passes := make(chan time.Duration, 100)
+	ts := newTestStore(t, Rules{}, 1, func(o *Options) { o.emptied = func(w time.Duration) { passes <- w } })
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.recordDataset(t, "c2", 10, 2) // evicts c1; c2 not settled
+	for w := range passes {          // until the emptier waits for c2
+		if w > 0 {
+			break
+		}
+	}
+	if got := ts.trashEntries(t); len(got) != 1 {
+		t.Fatalf("trash holds %v while c2 is being protected, want c1's directory", got)
+	}
+	d, _, err := ts.Obtain(Route{Name: "c3", Kind: KindDir, Root: "c3"})
+	must(t, err)
+	must(t, d.OpenWrite())
+	d.CloseWrite("f", 1<<42, true) // counted as 4 TiB: more than the disk has free
+	awaitPass(t, passes, func(w time.Duration) bool { return w == 0 })
+	if len(ts.trashEntries(t)) != 0 {
+		t.Fatalf("the emptier stopped waiting, yet the trash holds %v", ts.trashEntries(t))
+	}
+}
+
+// awaitPass waits for a pass of the emptier that ok accepts.
+func awaitPass(t *testing.T, passes <-chan time.Duration, ok func(wait time.Duration) bool) {
+	t.Helper()
+	timeout := time.After(spaceCheck + 10*time.Second)
+	for {
+		select {
+		case w := <-passes:
+			if ok(w) {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no such pass of the emptier")
+		}
+	}
+}
