@@ -134,11 +134,8 @@ func TestDeletesGoAheadWhenSpaceRunsShort(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 1, func(o *Options) { o.emptied = func(w time.Duration) { passes <- w } })
 	ts.recordDataset(t, "c1", 10, 1)
 	ts.recordDataset(t, "c2", 10, 2) // evicts c1; c2 not settled
-	for w := range passes {          // until the emptier waits for c2
-		if w > 0 {
-			break
-		}
-	}
+	// The emptier waits for c2.
+	awaitPass(t, passes, func(w time.Duration) bool { return w > 0 })
 	if got := ts.trashEntries(t); len(got) != 1 {
 		t.Fatalf("trash holds %v while c2 is being protected, want c1's directory", got)
 	}
