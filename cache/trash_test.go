@@ -40,6 +40,17 @@ func (ts *testStore) trashEntries(t *testing.T) []string {
 	return names
 }
 
+// mustEmptyAtOnce empties the trash and fails unless nothing made it wait.
+func (ts *testStore) mustEmptyAtOnce(t *testing.T) {
+	t.Helper()
+	if wait := ts.emptyTrash(); wait != 0 {
+		t.Fatalf("deletes wait %v", wait)
+	}
+	if got := ts.trashEntries(t); len(got) != 0 {
+		t.Fatalf("trash holds %v", got)
+	}
+}
+
 // awaitEmptyTrash waits for the store's emptier to empty the trash.
 func (ts *testStore) awaitEmptyTrash(t *testing.T) {
 	t.Helper()
@@ -82,12 +93,7 @@ func TestDeletesGoAheadShortOfSpace(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 1)
 	ts.recordDataset(t, "c1", 10, 1)
 	ts.recordDataset(t, "c2", 1<<42, 2) // 4 TiB apparent: more than the disk has free
-	if wait := ts.emptyTrash(); wait != 0 {
-		t.Fatalf("short of space, deletes wait %v", wait)
-	}
-	if got := ts.trashEntries(t); len(got) != 0 {
-		t.Fatalf("trash holds %v", got)
-	}
+	ts.mustEmptyAtOnce(t)
 }
 
 // TestDeletesWaitAtMostMaxDeferral: a dataset whose redundancy never
@@ -100,12 +106,7 @@ func TestDeletesWaitAtMostMaxDeferral(t *testing.T) {
 	d.mu.Lock()
 	d.settleBy = time.Now().Add(-time.Second)
 	d.mu.Unlock()
-	if wait := ts.emptyTrash(); wait != 0 {
-		t.Fatalf("after maxDeferral, deletes wait %v", wait)
-	}
-	if got := ts.trashEntries(t); len(got) != 0 {
-		t.Fatalf("trash holds %v", got)
-	}
+	ts.mustEmptyAtOnce(t)
 }
 
 // TestRecordOfProtectedDatasetDoesNotDefer: a record read back for a
@@ -118,12 +119,7 @@ func TestRecordOfProtectedDatasetDoesNotDefer(t *testing.T) {
 	ts.completeDataset(t, "c2", 10)
 	must(t, ts.SetState("c2", Protected, ""))
 	must(t, ts.SetRecord("c2", 2, time.Now())) // evicts c1
-	if wait := ts.emptyTrash(); wait != 0 {
-		t.Fatalf("deletes wait %v for a dataset already protected", wait)
-	}
-	if got := ts.trashEntries(t); len(got) != 0 {
-		t.Fatalf("trash holds %v", got)
-	}
+	ts.mustEmptyAtOnce(t)
 }
 
 // TestDeletesGoAheadWhenSpaceRunsShort: deletes that wait go ahead once
