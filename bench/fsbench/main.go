@@ -38,7 +38,7 @@ var (
 	writers = flag.Int("writers", 4, "parallel writers in (a) and readers in (b)")
 	files   = flag.Int("files", 10000, "small files in (c)")
 	tarN    = flag.Int("tar", 5000, "files in (d)'s archive")
-	wls     = flag.String("workloads", "write,read,small,tar", "comma-separated workloads to run: write (a), read (b, needs write), small (c), tar (d)")
+	wls     = flag.String("workloads", "write,read,small,tar,rtt", "comma-separated workloads to run: write (a), read (b, needs write), small (c), tar (d), rtt (e)")
 	rounds  = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
 	only    = flag.String("only", "", "comma-separated targets to run (default all)")
 	base    = flag.String("base", "", "another scrfs binary (an older build, say) to measure as targets scrfs-base and scrfs-base-daemon, interleaved with the others")
@@ -192,10 +192,27 @@ func measureRound(name string, m mounted, r int, size int64, buf []byte) map[str
 		})
 		out["tar"] = float64(*tarN) / t.Seconds()
 	}
+	if run("rtt") {
+		out["rtt"] = statfsMicros(ds, 20000)
+	}
 	if err := os.RemoveAll(ds); err != nil {
 		log.Fatalf("%s: clean up: %v", name, err)
 	}
 	return out
+}
+
+// statfsMicros returns the mean time of n statfs calls on p in µs: through
+// a FUSE mount, one request's round trip through the kernel and the daemon
+// (which makes one statfs of its own), the floor under every request a
+// small file costs.
+func statfsMicros(p string, n int) float64 {
+	var st syscall.Statfs_t
+	t := timeIt(func() {
+		for range n {
+			check(syscall.Statfs(p, &st))
+		}
+	})
+	return float64(t.Microseconds()) / float64(n)
 }
 
 func report(targets []target, res map[string]map[string]float64, size int64) {
@@ -212,6 +229,7 @@ func report(targets []target, res map[string]map[string]float64, size int64) {
 		{"read", "(b) read back", "GiB/s"},
 		{"small", fmt.Sprintf("(c) %d × 4 KiB create", *files), "files/s"},
 		{"tar", fmt.Sprintf("(d) tar -x of %d files", *tarN), "files/s"},
+		{"rtt", "(e) one request: statfs", "µs"},
 		{"writecpu", "(a) writers' CPU", "s/GiB"},
 		{"daemoncpu", "(a) daemon's CPU", "s/GiB"},
 		{"otherscpu", "(a) other processes' CPU", "s"},
