@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -146,7 +147,7 @@ func lockIndex(ctx context.Context, path string, lg *slog.Logger, flock func(int
 		case unix.EINTR:
 			continue
 		case unix.EWOULDBLOCK:
-			if err := sleepCtx(ctx, wait); err != nil {
+			if err := sleep.For(ctx, wait); err != nil {
 				f.Close()
 				return nil, false, fmt.Errorf("wait for lock %s: %w", path, err)
 			}

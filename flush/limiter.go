@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/sleep"
 )
 
 // Limiter is a token bucket shared by every copy stream it is handed to, so
@@ -31,7 +33,7 @@ const limiterBurst = 100 * time.Millisecond
 // NewLimiter returns a limiter of bytesPerSec for all streams together;
 // bytesPerSec <= 0 means unlimited.
 func NewLimiter(bytesPerSec int64) *Limiter {
-	return newLimiter(bytesPerSec, time.Now, sleepCtx)
+	return newLimiter(bytesPerSec, time.Now, sleep.For)
 }
 
 // newLimiter lets tests drive the limiter with a fake clock.
@@ -75,16 +77,4 @@ func (l *Limiter) Wait(ctx context.Context, n int) (time.Duration, error) {
 		return 0, nil
 	}
 	return d, l.sleep(ctx, d)
-}
-
-// sleepCtx sleeps for d or until ctx is done.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

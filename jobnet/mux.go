@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/sleep"
 )
 
 // Handler serves one request kind: req is the request's JSON, the answer
@@ -197,11 +199,7 @@ func (m *Mux) CallRetrying(ctx context.Context, to int, kind string, req, resp a
 		if err == nil || !errors.Is(err, ErrConnLost) {
 			return err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if sleep.For(ctx, backoff) != nil {
 			return err
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
@@ -87,22 +88,10 @@ func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (fr
 		if !retry {
 			return 0, 0, err
 		}
-		if time.Now().Add(backoff).After(deadline) || !pause(ctx, backoff) {
+		if time.Now().Add(backoff).After(deadline) || sleep.For(ctx, backoff) != nil {
 			return 0, 0, fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
 				r.dataset, e.Path, node, n.o.MemberTimeout, err)
 		}
-	}
-}
-
-// pause waits d, and reports false if ctx ended first.
-func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 )
 
@@ -226,20 +227,6 @@ func (nd *Node) WaitUp(ctx context.Context, peers []int) error {
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Call implements jobnet.Transport.
 func (nd *Node) Call(ctx context.Context, to int, kind string, req []byte) ([]byte, error) {
 	if nd.ctx.Err() != nil {
@@ -247,7 +234,7 @@ func (nd *Node) Call(ctx context.Context, to int, kind string, req []byte) ([]by
 	}
 	f := nd.net.faults
 	if f.Delay != nil {
-		if err := sleep(ctx, f.Delay(nd.index, to, kind)); err != nil {
+		if err := sleep.For(ctx, f.Delay(nd.index, to, kind)); err != nil {
 			return nil, err
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 )
 
@@ -55,7 +56,7 @@ func (p *pipeEnd) Send(ctx context.Context, msg []byte) error {
 	ctx, cancel := p.ioContext(ctx)
 	defer cancel()
 	if f := p.owner.net.faults.StreamDelay; f != nil {
-		if err := sleep(ctx, f(p.from, p.to, p.id)); err != nil {
+		if err := sleep.For(ctx, f(p.from, p.to, p.id)); err != nil {
 			return err
 		}
 	}
