@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // The byte-moving part of the engine: one range of one file, skipping holes,
@@ -32,7 +34,7 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 			if d > pos {
 				d = min(d, end)
 				if c.o.CRC {
-					crc = crcZeros(crc, d-pos)
+					crc = crc32c.Zeros(crc, d-pos)
 				}
 				c.prog.add(d - pos)
 				pos = d
@@ -56,7 +58,7 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 				return 0, err
 			}
 			if c.o.CRC {
-				crc = crcUpdate(crc, buf[:k])
+				crc = crc32c.Update(crc, buf[:k])
 			}
 			pos += k
 			c.prog.add(k)

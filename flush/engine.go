@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // The copy engine shared by Flush and Fetch: a fixed list of range jobs
@@ -249,7 +251,7 @@ func (c *copier) open(t *fileTask) error {
 func (c *copier) finish(t *fileTask) error {
 	var crc uint32
 	for i, r := range t.crcs {
-		crc = crcCombine(crc, r, t.lens[i])
+		crc = crc32c.Combine(crc, r, t.lens[i])
 	}
 	e := t.e
 	if c.fetch && c.o.CRC && e.HasCRC && crc != e.CRC32C {

@@ -3,9 +3,10 @@ package namespace
 import (
 	"context"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"sync"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // A range moves through a pipeline: the holder reads (and checks) the next
@@ -55,7 +56,7 @@ func readAhead(f *os.File, off, length int64, sum bool, fn func(at int64, crc ui
 			}
 			var c uint32
 			if err == nil && sum {
-				c = crc32.Checksum(b, castagnoli)
+				c = crc32c.Checksum(b)
 			}
 			ready <- read{bp: bp, b: b, at: at, crc: c, err: err}
 			if err != nil {

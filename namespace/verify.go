@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -99,7 +100,7 @@ func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *
 	blocks := make([]uint32, 0, (size+blockSize-1)/blockSize)
 	err = readAhead(f, 0, size, true, func(_ int64, c uint32, b []byte) error {
 		blocks = append(blocks, c)
-		whole = crcCombine(whole, c, int64(len(b)))
+		whole = crc32c.Combine(whole, c, int64(len(b)))
 		if each != nil {
 			return each(c, b)
 		}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sync"
 
+	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -24,8 +24,6 @@ import (
 
 // pieceHead is the length of a piece's CRC32C.
 const pieceHead = 4
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // pieceBufs are the buffers of the paths that cannot do without one.
 var pieceBufs = sync.Pool{New: func() any { b := make([]byte, pieceHead+blockSize); return &b }}
@@ -86,7 +84,7 @@ func (w *pieceWriter) Flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	err := w.send(crc32.Checksum(w.buf, castagnoli), w.buf)
+	err := w.send(crc32c.Checksum(w.buf), w.buf)
 	w.buf = w.buf[:0]
 	return err
 }
@@ -141,7 +139,7 @@ func checkPiece(msg []byte, k int, what func() string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: a message of %d bytes arrived, want a piece of %d", what(), len(msg), pieceHead+k)
 	}
 	b, sent := msg[pieceHead:], binary.LittleEndian.Uint32(msg)
-	if c := crc32.Checksum(b, castagnoli); c != sent {
+	if c := crc32c.Checksum(b); c != sent {
 		return nil, fmt.Errorf("%s arrived with CRC32C %08x, sent with %08x", what(), c, sent)
 	}
 	return b, nil

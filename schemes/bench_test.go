@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/klauspost/reedsolomon"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // benchBytes is each member's logical data in the set benchmarks.
@@ -108,11 +110,11 @@ func BenchmarkKernel(b *testing.B) {
 		}
 	})
 	b.Run("crc32c", func(b *testing.B) {
-		crc32c(src)
+		crc32c.Checksum(src)
 		b.SetBytes(piece)
 		b.ResetTimer()
 		for range b.N {
-			crc32c(src)
+			crc32c.Checksum(src)
 		}
 	})
 	for _, pk := range [][2]int{{4, 2}, {8, 2}, {16, 4}} {

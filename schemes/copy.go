@@ -2,9 +2,10 @@ package schemes
 
 import (
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // ReadCopy writes to w the bytes of regular file p of member src of a
@@ -60,7 +61,7 @@ func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (Fil
 		if err := sr.readAt(seg, start+off, b); err != nil {
 			return FileMeta{}, err
 		}
-		crc = crc32.Update(crc, castagnoli, b)
+		crc = crc32c.Update(crc, b)
 		if _, err := w.Write(b); err != nil {
 			return FileMeta{}, err
 		}

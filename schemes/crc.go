@@ -2,71 +2,11 @@ package schemes
 
 import (
 	"fmt"
-	"hash/crc32"
 	"sort"
 	"sync"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
-
-// castagnoli is the CRC32C table; crc32 uses SSE4.2/ARM CRC instructions for
-// it, so checking every byte costs little next to moving it.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
-
-// crcShift holds, for i in 0..63, the GF(2) operator (32 columns) that
-// appends 2^i zero bytes to a raw CRC register. It is computed once and
-// read-only afterwards.
-var crcShift = sync.OnceValue(func() *[64][32]uint32 {
-	var t [64][32]uint32
-	// One zero bit: the reflected Castagnoli polynomial in column 0, then
-	// the shift of each bit to its neighbour.
-	var bit [32]uint32
-	bit[0] = 0x82F63B78
-	for n := 1; n < 32; n++ {
-		bit[n] = 1 << (n - 1)
-	}
-	// Square three times: 2, 4, 8 zero bits = one zero byte.
-	var two, four [32]uint32
-	gf2Square(&two, &bit)
-	gf2Square(&four, &two)
-	gf2Square(&t[0], &four)
-	for i := 1; i < 64; i++ {
-		gf2Square(&t[i], &t[i-1])
-	}
-	return &t
-})
-
-func gf2Times(mat *[32]uint32, vec uint32) uint32 {
-	var sum uint32
-	for i := 0; vec != 0; i, vec = i+1, vec>>1 {
-		if vec&1 != 0 {
-			sum ^= mat[i]
-		}
-	}
-	return sum
-}
-
-func gf2Square(sq, mat *[32]uint32) {
-	for n := 0; n < 32; n++ {
-		sq[n] = gf2Times(mat, mat[n])
-	}
-}
-
-// crc32cCombine returns the CRC32C of A||B given crcA = CRC32C(A),
-// crcB = CRC32C(B) and lenB = len(B). Pieces of a file are read out of order
-// (XOR and RS interleave chunks), so file CRCs are assembled from pieces.
-func crc32cCombine(crcA, crcB uint32, lenB int64) uint32 {
-	if lenB <= 0 {
-		return crcA
-	}
-	t := crcShift()
-	for i := 0; lenB != 0; i, lenB = i+1, lenB>>1 {
-		if lenB&1 != 0 {
-			crcA = gf2Times(&t[i], crcA)
-		}
-	}
-	return crcA ^ crcB
-}
 
 // crcRun is a contiguous range of a file whose CRC32C is known.
 type crcRun struct {
@@ -91,7 +31,7 @@ func (t *fileCRCs) add(i int, start int64, b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	t.addCRC(i, start, int64(len(b)), crc32c(b))
+	t.addCRC(i, start, int64(len(b)), crc32c.Checksum(b))
 }
 
 // addCRC records that n bytes whose CRC32C is c sit at offset start of
@@ -103,12 +43,12 @@ func (t *fileCRCs) addCRC(i int, start, n int64, c uint32) {
 	for j := range runs {
 		r := &runs[j]
 		if r.start+r.n == start {
-			r.crc = crc32cCombine(r.crc, c, n)
+			r.crc = crc32c.Combine(r.crc, c, n)
 			r.n += n
 			// The grown run may now touch the next one.
 			for k := range runs {
 				if k != j && runs[k].start == r.start+r.n {
-					r.crc = crc32cCombine(r.crc, runs[k].crc, runs[k].n)
+					r.crc = crc32c.Combine(r.crc, runs[k].crc, runs[k].n)
 					r.n += runs[k].n
 					runs = append(runs[:k], runs[k+1:]...)
 					break
@@ -118,7 +58,7 @@ func (t *fileCRCs) addCRC(i int, start, n int64, c uint32) {
 			return
 		}
 		if start+n == r.start {
-			r.crc = crc32cCombine(c, r.crc, r.n)
+			r.crc = crc32c.Combine(c, r.crc, r.n)
 			r.start = start
 			r.n += n
 			return
@@ -141,7 +81,7 @@ func (t *fileCRCs) sums() ([]uint32, error) {
 			if r.start != at {
 				return nil, fmt.Errorf("file %d: bytes [%d, %d) not seen", i, at, r.start)
 			}
-			crc = crc32cCombine(crc, r.crc, r.n)
+			crc = crc32c.Combine(crc, r.crc, r.n)
 			at += r.n
 		}
 		if at != t.sizes[i] {
@@ -164,7 +104,7 @@ type blockCRCs struct {
 func (b *blockCRCs) write(p []byte) {
 	for len(p) > 0 {
 		n := min(int64(len(p)), b.bs-b.curLen)
-		b.cur = crc32.Update(b.cur, castagnoli, p[:n])
+		b.cur = crc32c.Update(b.cur, p[:n])
 		b.curLen += n
 		p = p[n:]
 		if b.curLen == b.bs {

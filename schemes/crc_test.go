@@ -3,26 +3,9 @@ package schemes
 import (
 	"math/rand/v2"
 	"testing"
-)
 
-func TestCRC32CCombine(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 1<<16)
-	for i := range buf {
-		buf[i] = byte(rng.Uint32())
-	}
-	for trial := 0; trial < 200; trial++ {
-		n := rng.IntN(len(buf) + 1)
-		cut := 0
-		if n > 0 {
-			cut = rng.IntN(n + 1)
-		}
-		a, b := buf[:cut], buf[cut:n]
-		if got, want := crc32cCombine(crc32c(a), crc32c(b), int64(len(b))), crc32c(buf[:n]); got != want {
-			t.Fatalf("combine at %d of %d: %08x, want %08x", cut, n, got, want)
-		}
-	}
-}
+	"github.com/scrfs/scrfs/internal/crc32c"
+)
 
 func TestFileCRCsOutOfOrder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -56,8 +39,8 @@ func TestFileCRCsOutOfOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range sizes {
-		if sums[i] != crc32c(data[i]) {
-			t.Errorf("file %d: %08x, want %08x", i, sums[i], crc32c(data[i]))
+		if sums[i] != crc32c.Checksum(data[i]) {
+			t.Errorf("file %d: %08x, want %08x", i, sums[i], crc32c.Checksum(data[i]))
 		}
 	}
 	// A gap is reported, not papered over.
@@ -86,7 +69,7 @@ func TestBlockCRCs(t *testing.T) {
 	}
 	for i, c := range got {
 		end := min(len(data), (i+1)*64)
-		if c != crc32c(data[i*64:end]) {
+		if c != crc32c.Checksum(data[i*64:end]) {
 			t.Fatalf("block %d differs", i)
 		}
 	}

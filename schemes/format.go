@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // Redundancy file layout (docs/formats-redundancy.md has the full story):
@@ -215,7 +217,7 @@ func (p preamble) encode() []byte {
 	binary.LittleEndian.PutUint32(b[12:], p.headerLen)
 	binary.LittleEndian.PutUint64(b[16:], p.dataLen)
 	binary.LittleEndian.PutUint32(b[24:], p.blockSize)
-	binary.LittleEndian.PutUint32(b[28:], crc32c(b[:28]))
+	binary.LittleEndian.PutUint32(b[28:], crc32c.Checksum(b[:28]))
 	return b
 }
 
@@ -227,7 +229,7 @@ func decodePreamble(b []byte) (preamble, error) {
 	if string(b[:8]) != fileMagic {
 		return p, fmt.Errorf("bad magic %q", b[:8])
 	}
-	if got, want := crc32c(b[:28]), binary.LittleEndian.Uint32(b[28:]); got != want {
+	if got, want := crc32c.Checksum(b[:28]), binary.LittleEndian.Uint32(b[28:]); got != want {
 		return p, fmt.Errorf("preamble crc32c %08x, recorded %08x", got, want)
 	}
 	p.version = binary.LittleEndian.Uint16(b[8:])
@@ -260,7 +262,7 @@ func encodeTrailer(crcs []uint32) []byte {
 		binary.LittleEndian.PutUint32(b[4+4*i:], c)
 	}
 	end := 4 + 4*len(crcs)
-	binary.LittleEndian.PutUint32(b[end:], crc32c(b[:end]))
+	binary.LittleEndian.PutUint32(b[end:], crc32c.Checksum(b[:end]))
 	copy(b[end+4:], endMagic)
 	return b
 }
@@ -274,7 +276,7 @@ func decodeTrailer(b []byte, want int64) ([]uint32, error) {
 		return nil, fmt.Errorf("trailer holds %d CRCs, want %d", n, want)
 	}
 	end := 4 + 4*int(want)
-	if got, rec := crc32c(b[:end]), binary.LittleEndian.Uint32(b[end:]); got != rec {
+	if got, rec := crc32c.Checksum(b[:end]), binary.LittleEndian.Uint32(b[end:]); got != rec {
 		return nil, fmt.Errorf("trailer crc32c %08x, recorded %08x", got, rec)
 	}
 	if string(b[end+4:]) != endMagic {
@@ -326,7 +328,7 @@ func readLayout(r io.ReaderAt, size int64, name string) (*redLayout, error) {
 	}
 	hcrc := binary.LittleEndian.Uint32(hb[pre.headerLen:])
 	hb = hb[:pre.headerLen]
-	if got := crc32c(hb); got != hcrc {
+	if got := crc32c.Checksum(hb); got != hcrc {
 		return nil, corrupt("header at offset %d: crc32c %08x, recorded %08x", hOff, got, hcrc)
 	}
 	h := new(Header)
@@ -387,5 +389,5 @@ func encodeHeader(h *Header) ([]byte, error) {
 	if len(b) > maxHeaderLen {
 		return nil, fmt.Errorf("encode header: %d bytes exceeds %d", len(b), maxHeaderLen)
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32c(b)), nil
+	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b)), nil
 }

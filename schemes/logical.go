@@ -3,12 +3,13 @@ package schemes
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // maxOpenFiles bounds the descriptors one logical file keeps open: XOR and
@@ -186,7 +187,7 @@ func (l *logicalFile) piece(off int64, n int, buf []byte) (span, error) {
 				}
 				return span{}, fmt.Errorf("read %s: %w", l.shown[i], err)
 			}
-			crc = crc32.Update(crc, castagnoli, b)
+			crc = crc32c.Update(crc, b)
 		}
 		l.crcs.addCRC(i, in, int64(n), crc)
 		return span{buf: buf[:frameLen+n], crc: crc, hasCRC: true}, nil

@@ -3,6 +3,8 @@ package schemes
 import (
 	"encoding/binary"
 	"sync/atomic"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // PARTNER follows redset_partner.c: member r sends full copies of its
@@ -87,7 +89,7 @@ func (s *session) sendPiece(to []int, tag uint32, pc span, done func()) error {
 	var head []byte
 	if s.zeroCopy {
 		if !pc.hasCRC {
-			pc.crc = crc32c(pc.payload())
+			pc.crc = crc32c.Checksum(pc.payload())
 		}
 		head = crcFrame(tag, pc.crc)
 	} else {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -324,7 +325,7 @@ func (s *segReader) readBlock(seg int, b int64, dst []byte) error {
 		return fmt.Errorf("read %s: %w", s.r.path, err)
 	}
 	want := s.r.lay.crcs[s.r.first[seg]+b]
-	if got := crc32c(dst); got != want {
+	if got := crc32c.Checksum(dst); got != want {
 		return fmt.Errorf("%w: %s: block at offset %d: crc32c %08x, recorded %08x", ErrCorrupt, s.r.path, at, got, want)
 	}
 	return nil

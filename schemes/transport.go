@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // Conn is an ordered, reliable message stream to one other member of the
@@ -301,7 +303,7 @@ func (s *session) checkRecv(from int, msg []byte, err error, kind byte, tag uint
 		// A zero-copy sender's copy reaching a receiver that copies: check
 		// the sender's CRC here and hand on a plain msgData.
 		sum := binary.LittleEndian.Uint32(msg[frameLen:])
-		if got := crc32c(msg[crcFrameLen:]); got != sum {
+		if got := crc32c.Checksum(msg[crcFrameLen:]); got != sum {
 			return nil, s.fail(&PeerError{Rank: from, Err: fmt.Errorf("%w: piece %d: crc32c %08x, sender computed %08x", ErrCorrupt, tag, got, sum)})
 		}
 		t := binary.LittleEndian.Uint32(msg[4:])
