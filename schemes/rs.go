@@ -47,6 +47,54 @@ func newRS(p Params) (reedsolomon.Encoder, error) {
 	return enc, nil
 }
 
+// rsTerms computes member r's terms of the k checksums of a row: add
+// accumulates them into partial sums (EncodeIdx), start overwrites the sums
+// with them. start is a code of its own, one data shard and this member's
+// column of the set's parity matrix as its checksum rows, so a chain's
+// first contributor needs no zeroed buffers and its single pass over the
+// data writes both sums (EncodeIdx, for k < 3, reads the data once per
+// checksum and the sums as well).
+type rsTerms struct {
+	all    reedsolomon.Encoder
+	one    reedsolomon.Encoder
+	r      int
+	shards [][]byte
+}
+
+func newRSTerms(p Params, r int) (*rsTerms, error) {
+	all, err := newRS(p)
+	if err != nil {
+		return nil, err
+	}
+	// The column is what EncodeIdx adds for a data byte of 1.
+	col := make([][]byte, p.Parity)
+	for i := range col {
+		col[i] = make([]byte, 1)
+	}
+	if err := all.EncodeIdx([]byte{1}, r, col); err != nil {
+		return nil, fmt.Errorf("reed-solomon column %d: %w", r, err)
+	}
+	one, err := reedsolomon.New(1, p.Parity, reedsolomon.WithCustomMatrix(col), reedsolomon.WithMaxGoroutines(1))
+	if err != nil {
+		return nil, fmt.Errorf("reed-solomon column %d: %w", r, err)
+	}
+	return &rsTerms{all: all, one: one, r: r, shards: make([][]byte, 1+p.Parity)}, nil
+}
+
+// start sets sums to this member's terms for data.
+func (t *rsTerms) start(data []byte, sums [][]byte) error {
+	t.shards[0] = data
+	copy(t.shards[1:], sums)
+	err := t.one.Encode(t.shards)
+	clear(t.shards)
+	return err
+}
+
+// add adds this member's terms for data into sums.
+func (t *rsTerms) add(data []byte, sums [][]byte) error {
+	return t.all.EncodeIdx(data, t.r, sums)
+}
+
 // rsEncode computes this member's k checksum chunks. Each row's checksums
 // are summed along a chain, as XOR's parity is: row j's data comes from
 // members j+1 … j+p−k (the k members before them hold its checksums), so
@@ -59,9 +107,8 @@ func newRS(p Params) (reedsolomon.Encoder, error) {
 // finished checksums, of rows r … r+k−1, from the members 1 … k to its
 // left, and stores them. The chain moves as many bytes as sending every
 // contribution straight to its holders (redset's way, which the files
-// match byte for byte), but the sums are built inside EncodeIdx: no
-// separate XOR pass at the holders, and buffers zeroed only where a chain
-// starts.
+// match byte for byte), but the sums are built inside the coder: no
+// separate XOR pass at the holders, and no buffer zeroed (rsTerms.start).
 //
 // Every link carries its messages in the order both ends walk (piece,
 // step, checksum); a member finishes a piece, its finished checksums
@@ -70,7 +117,7 @@ func newRS(p Params) (reedsolomon.Encoder, error) {
 // deadlock.
 func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redWriter) error {
 	size, k := p.Size, p.Parity
-	enc, err := newRS(p)
+	terms, err := newRSTerms(p, r)
 	if err != nil {
 		return err
 	}
@@ -111,7 +158,6 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 			for i := range sums {
 				if t == 0 {
 					sums[i] = s.pool.get(frameLen + ln)
-					clear(sums[i][frameLen:])
 					continue
 				}
 				msg, err := s.recv(left, msgData, tag(o, i), s.pool.get(0), ln)
@@ -127,7 +173,11 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 			for i, b := range sums {
 				parity[i] = b[frameLen : frameLen+ln]
 			}
-			err = enc.EncodeIdx(pc.payload(), r, parity)
+			if t == 0 {
+				err = terms.start(pc.payload(), parity)
+			} else {
+				err = terms.add(pc.payload(), parity)
+			}
 			pf.release(pc)
 			if err != nil {
 				return fmt.Errorf("reed-solomon encode: %w", err)
