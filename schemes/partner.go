@@ -1,7 +1,6 @@
 package schemes
 
 import (
-	"encoding/binary"
 	"sync/atomic"
 
 	"github.com/scrfs/scrfs/internal/crc32c"
@@ -60,31 +59,12 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 	return s.group(fns...)
 }
 
-// receiveStream receives a stream of length bytes from rank src in pieces
-// and hands each piece's payload to sink.
-func receiveStream(s *session, src int, length int64, piece int, sink func([]byte) error) error {
-	rbuf := s.pool.get(0)
-	defer func() { s.pool.put(rbuf) }()
-	n := pieces(length, piece)
-	for o := 0; o < n; o++ {
-		ln := int(min(int64(piece), length-int64(o)*int64(piece)))
-		msg, err := s.recv(src, msgData, uint32(o), rbuf, ln)
-		if err != nil {
-			return err
-		}
-		rbuf = msg
-		if err := sink(msg[frameLen:]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// sendPiece queues one piece of a PARTNER copy to every rank in to (framed
-// once, before any sender can be reading it). On the zero-copy path its
-// CRC32C goes in the frame, so a receiver can splice it into its file
-// unseen; otherwise it goes as a plain framed buffer. done runs once per
-// rank, when the piece has left for it.
+// sendPiece queues one piece that its receivers store as it is (a PARTNER
+// copy, a finished RS checksum) to every rank in to (framed once, before
+// any sender can be reading it). On the zero-copy path its CRC32C goes in
+// the frame, so a receiver can splice it into its file unseen; otherwise it
+// goes as a plain framed buffer. done runs once per rank, when the piece
+// has left for it.
 func (s *session) sendPiece(to []int, tag uint32, pc span, done func()) error {
 	var head []byte
 	if s.zeroCopy {
@@ -110,54 +90,17 @@ func (s *session) sendPiece(to []int, tag uint32, pc span, done func()) error {
 }
 
 // receiveCopy receives rank src's logical file of length bytes into
-// segment seg of w. A link that can write into files (FileReceiver) splices
-// pieces that carry their sender's CRC straight into the redundancy file;
-// anything else is received into a buffer and written.
+// segment seg of w, each piece spliced when it can be (recvToSegment).
 func receiveCopy(s *session, src int, length int64, piece int, w *redWriter, seg int) error {
-	sink := func(b []byte) error {
-		if err := w.write(seg, b); err != nil {
-			return err
-		}
-		s.addProgress(int64(len(b)))
-		return nil
-	}
-	pl, err := s.peer(src)
-	if err != nil {
-		return s.fail(err)
-	}
-	fr, ok := pl.conn.(FileReceiver)
-	if !s.zeroCopy || !ok {
-		return receiveStream(s, src, length, piece, sink)
-	}
-	head := make([]byte, crcFrameLen)
+	rbuf := s.pool.get(0)
+	defer func() { s.pool.put(rbuf) }()
 	for o := 0; o < pieces(length, piece); o++ {
 		ln := int(min(int64(piece), length-int64(o)*int64(piece)))
-		at, err := w.at(seg, ln)
-		if err != nil {
+		var err error
+		if rbuf, err = s.recvToSegment(src, uint32(o), ln, w, seg, rbuf); err != nil {
 			return err
 		}
-		msg, err := fr.RecvToFile(s.ctx, head, w.f, at, ln)
-		if err == nil && len(msg) == crcFrameLen && &msg[0] == &head[0] && msg[0] == msgDataCRC {
-			if got := binary.LittleEndian.Uint32(msg[4:]); got != uint32(o) {
-				_, err := s.checkRecv(src, msg, nil, msgData, uint32(o), ln)
-				return err
-			}
-			s.recvd.Add(int64(crcFrameLen + ln))
-			if err := w.spliced(seg, ln, binary.LittleEndian.Uint32(msg[frameLen:])); err != nil {
-				return err
-			}
-			s.addProgress(int64(ln))
-			continue
-		}
-		// A whole message: a copy from a sender on the copy path, an
-		// abort, or garbage.
-		msg, err = s.checkRecv(src, msg, err, msgData, uint32(o), ln)
-		if err != nil {
-			return err
-		}
-		if err := sink(msg[frameLen:]); err != nil {
-			return err
-		}
+		s.addProgress(int64(ln))
 	}
 	return nil
 }

@@ -184,13 +184,16 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 			}
 			for i, b := range sums {
 				// Partial sums go right; the last contributor sends
-				// checksum i of row r−p+k to its holder, r+k−i.
-				to := layout.Right(size, r)
+				// checksum i of row r−p+k, finished, to its holder r+k−i,
+				// which stores it as it is.
+				done := func() { s.pool.put(b) }
 				if t == steps-1 {
-					to = mod(r+k-i, size)
+					err = s.sendPiece([]int{mod(r+k-i, size)}, tag(o, i), span{buf: b[:frameLen+ln]}, done)
+				} else {
+					frame(b, msgData, tag(o, i))
+					err = s.enqueue(layout.Right(size, r), b, done)
 				}
-				frame(b, msgData, tag(o, i))
-				if err := s.enqueue(to, b, func() { s.pool.put(b) }); err != nil {
+				if err != nil {
 					return err
 				}
 			}
@@ -198,12 +201,7 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 		// This member's checksum i (of row r+i) comes finished from that
 		// row's last contributor, r+i+p−k: k−i members to the left.
 		for i := 0; i < k; i++ {
-			msg, err := s.recv(mod(r-(k-i), size), msgData, tag(o, i), rbuf, ln)
-			if err != nil {
-				return err
-			}
-			rbuf = msg
-			if err := w.write(i, msg[frameLen:]); err != nil {
+			if rbuf, err = s.recvToSegment(mod(r-(k-i), size), tag(o, i), ln, w, i, rbuf); err != nil {
 				return err
 			}
 			s.addProgress(int64(ln))

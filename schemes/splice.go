@@ -93,6 +93,38 @@ func (s *session) recvToCopy(src int, tag uint32, ln int, w *redWriter, seg int,
 	return msg, w.write(seg, msg[frameLen:])
 }
 
+// recvToSegment receives piece tag, ln bytes, from rank src into the next
+// ln bytes of segment seg of w: spliced when the link can write into files
+// and the piece starts a block (the sender's CRC32C in its frame becomes
+// the block's), else received into rbuf and written. It returns the buffer
+// to reuse.
+func (s *session) recvToSegment(src int, tag uint32, ln int, w *redWriter, seg int, rbuf []byte) ([]byte, error) {
+	if fr := s.fileReceiver(src); fr != nil && w.canSplice(seg, ln) {
+		at, err := w.at(seg, ln)
+		if err != nil {
+			return rbuf, err
+		}
+		head := make([]byte, crcFrameLen)
+		msg, err := fr.RecvToFile(s.ctx, head, w.f, at, ln)
+		crc, ok, err := s.spliced(src, msg, head, err, tag, ln)
+		if err != nil {
+			return rbuf, err
+		}
+		if ok {
+			return rbuf, w.spliced(seg, ln, crc)
+		}
+		if msg, err = s.checkRecv(src, msg, nil, msgData, tag, ln); err != nil {
+			return rbuf, err
+		}
+		return rbuf, w.write(seg, msg[frameLen:])
+	}
+	msg, err := s.recv(src, msgData, tag, rbuf, ln)
+	if err != nil {
+		return rbuf, err
+	}
+	return msg, w.write(seg, msg[frameLen:])
+}
+
 // fileReceiver returns the link to src as a FileReceiver when the session
 // is on the zero-copy path and the link can write into files, else nil.
 func (s *session) fileReceiver(src int) FileReceiver {

@@ -8,7 +8,7 @@ import (
 
 // TestZeroCopyMatchesCopy encodes and rebuilds every scheme on the
 // zero-copy path (links with the optional Conn extensions, so PARTNER
-// copies take the splice protocol) and with it forced off, and checks that
+// copies and RS's finished checksums take the splice protocol) and with it forced off, and checks that
 // both write byte-identical redundancy files and rebuild the same files.
 // Files are small next to the piece size's multiples, so pieces both lie
 // inside one file (their CRC comes with the read) and span files.
@@ -76,30 +76,37 @@ func TestZeroCopyMatchesCopy(t *testing.T) {
 
 // TestZeroCopyMixedSet: members disagree on the path (one node turned it
 // off); the set still encodes the same bytes, since a receiver on either
-// path takes either kind of data message.
+// path takes either kind of data message (PARTNER copies, RS's finished
+// checksums).
 func TestZeroCopyMixedSet(t *testing.T) {
-	p := Params{Kind: Partner, Size: 4, Replicas: 2, PieceSize: 4096}
-	ts := newTestSet(t, p)
-	for r, d := range ts.dirs {
-		fill(t, d, uint64(r+3), spec{files: 3, maxSize: 30_000})
-	}
-	ts.mustEncode(WithZeroCopy(false))
-	ts.mustEncode(WithZeroCopy(false))
-	copied := ts.redBytes()
-	net := newMemNet()
-	net.fileConns = true
-	_, errs := runAllOn(t, net, p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
-		return Encode(ctx, p, ts.member(r), links, WithZeroCopy(r%2 == 0))
-	})
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
-		}
-	}
-	for r, b := range ts.redBytes() {
-		if !bytes.Equal(b, copied[r]) {
-			t.Errorf("rank %d: mixed-path redundancy file differs from the copy path's", r)
-		}
+	for _, p := range []Params{
+		{Kind: Partner, Size: 4, Replicas: 2, PieceSize: 4096},
+		{Kind: RS, Size: 5, Parity: 2, PieceSize: 4096},
+	} {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			ts := newTestSet(t, p)
+			for r, d := range ts.dirs {
+				fill(t, d, uint64(r+3), spec{files: 3, maxSize: 30_000})
+			}
+			ts.mustEncode(WithZeroCopy(false))
+			ts.mustEncode(WithZeroCopy(false))
+			copied := ts.redBytes()
+			net := newMemNet()
+			net.fileConns = true
+			_, errs := runAllOn(t, net, p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
+				return Encode(ctx, p, ts.member(r), links, WithZeroCopy(r%2 == 0))
+			})
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			for r, b := range ts.redBytes() {
+				if !bytes.Equal(b, copied[r]) {
+					t.Errorf("rank %d: mixed-path redundancy file differs from the copy path's", r)
+				}
+			}
+		})
 	}
 }
 
