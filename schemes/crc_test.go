@@ -74,3 +74,26 @@ func TestBlockCRCs(t *testing.T) {
 		}
 	}
 }
+
+// TestXorWithCRC: the fused XOR and CRC32C gives what XOR then CRC32C
+// give, at sizes around its block.
+func TestXorWithCRC(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, xorBlock - 1, xorBlock, xorBlock + 1, 3*xorBlock + 77} {
+		dst, src := make([]byte, n), make([]byte, n)
+		for i := range dst {
+			dst[i], src[i] = byte(rng.Uint32()), byte(rng.Uint32())
+		}
+		want := make([]byte, n)
+		for i := range want {
+			want[i] = dst[i] ^ src[i]
+		}
+		crc := xorWithCRC(dst, src)
+		if string(dst) != string(want) {
+			t.Fatalf("%d bytes: XOR differs", n)
+		}
+		if w := crc32c.Checksum(want); crc != w {
+			t.Fatalf("%d bytes: crc32c %08x, want %08x", n, crc, w)
+		}
+	}
+}

@@ -84,7 +84,7 @@ func (b *rebuilder) xor(s *session) error {
 		if err != nil {
 			return err
 		}
-		if err := s.xorStep(left, right, uint32(i), ln, first, pc, pf); err != nil {
+		if err := s.xorStep(left, right, uint32(i), ln, first, false, pc, pf); err != nil {
 			return err
 		}
 	}
