@@ -92,6 +92,14 @@ func (t *fileCRCs) sums() ([]uint32, error) {
 	return out, nil
 }
 
+// sumBlock is how much of a sum (XOR's parity, RS's checksums) is
+// computed before the CRC32C of those bytes is taken: with the operands,
+// well inside a core's L2 cache. In microbenchmarks on the project's VM,
+// 128 KiB steps took the CRC32C of a 4 MiB XOR sum from 370 to 200 µs and
+// an RS step with both checksums' CRCs from 1.8 to 1.35 ms; 256 KiB steps
+// lost the gain.
+const sumBlock = 128 << 10
+
 // blockCRCs accumulates the per-block CRC32Cs of a segment written
 // sequentially in pieces of any size.
 type blockCRCs struct {

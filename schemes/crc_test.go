@@ -79,7 +79,7 @@ func TestBlockCRCs(t *testing.T) {
 // give, at sizes around its block.
 func TestXorWithCRC(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{0, 1, xorBlock - 1, xorBlock, xorBlock + 1, 3*xorBlock + 77} {
+	for _, n := range []int{0, 1, sumBlock - 1, sumBlock, sumBlock + 1, 3*sumBlock + 77} {
 		dst, src := make([]byte, n), make([]byte, n)
 		for i := range dst {
 			dst[i], src[i] = byte(rng.Uint32()), byte(rng.Uint32())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/klauspost/reedsolomon"
+	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -47,18 +48,18 @@ func newRS(p Params) (reedsolomon.Encoder, error) {
 	return enc, nil
 }
 
-// rsTerms computes member r's terms of the k checksums of a row: add
-// accumulates them into partial sums (EncodeIdx), start overwrites the sums
-// with them. start is a code of its own, one data shard and this member's
-// column of the set's parity matrix as its checksum rows, so a chain's
-// first contributor needs no zeroed buffers and its single pass over the
-// data writes both sums (EncodeIdx, for k < 3, reads the data once per
-// checksum and the sums as well).
+// rsTerms computes member r's terms of the k checksums of a row and adds
+// them into partial sums (EncodeIdx). A chain's first contributor instead
+// overwrites the sums with them, through a code of its own: one data shard,
+// with this member's column of the set's parity matrix as its checksum
+// rows. So no buffer is zeroed, and that step's one pass over the data
+// writes all k sums (EncodeIdx, for k < 3, reads the data once per
+// checksum, and the sums as well).
 type rsTerms struct {
-	all    reedsolomon.Encoder
-	one    reedsolomon.Encoder
-	r      int
-	shards [][]byte
+	all, one reedsolomon.Encoder
+	r        int
+	shards   [][]byte // one's shards: data, then the sums
+	part     [][]byte // apply's block of the sums
 }
 
 func newRSTerms(p Params, r int) (*rsTerms, error) {
@@ -78,21 +79,42 @@ func newRSTerms(p Params, r int) (*rsTerms, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reed-solomon column %d: %w", r, err)
 	}
-	return &rsTerms{all: all, one: one, r: r, shards: make([][]byte, 1+p.Parity)}, nil
+	return &rsTerms{all: all, one: one, r: r, shards: make([][]byte, 1+p.Parity), part: make([][]byte, p.Parity)}, nil
 }
 
-// start sets sums to this member's terms for data.
-func (t *rsTerms) start(data []byte, sums [][]byte) error {
+// apply sets sums to this member's terms for data (first) or adds them
+// in. With crcs it goes sumBlock bytes at a time and leaves each sum's
+// CRC32C in crcs, taken while the bytes are still in cache.
+func (t *rsTerms) apply(data []byte, sums [][]byte, first bool, crcs []uint32) error {
+	if crcs == nil {
+		return t.code(data, sums, first)
+	}
+	clear(crcs)
+	part := t.part
+	for at := 0; at < len(data); at += sumBlock {
+		end := min(at+sumBlock, len(data))
+		for i, b := range sums {
+			part[i] = b[at:end]
+		}
+		if err := t.code(data[at:end], part, first); err != nil {
+			return err
+		}
+		for i, b := range part {
+			crcs[i] = crc32c.Update(crcs[i], b)
+		}
+	}
+	return nil
+}
+
+func (t *rsTerms) code(data []byte, sums [][]byte, first bool) error {
+	if !first {
+		return t.all.EncodeIdx(data, t.r, sums)
+	}
 	t.shards[0] = data
 	copy(t.shards[1:], sums)
 	err := t.one.Encode(t.shards)
 	clear(t.shards)
 	return err
-}
-
-// add adds this member's terms for data into sums.
-func (t *rsTerms) add(data []byte, sums [][]byte) error {
-	return t.all.EncodeIdx(data, t.r, sums)
 }
 
 // rsEncode computes this member's k checksum chunks. Each row's checksums
@@ -108,7 +130,7 @@ func (t *rsTerms) add(data []byte, sums [][]byte) error {
 // left, and stores them. The chain moves as many bytes as sending every
 // contribution straight to its holders (redset's way, which the files
 // match byte for byte), but the sums are built inside the coder: no
-// separate XOR pass at the holders, and no buffer zeroed (rsTerms.start).
+// separate XOR pass at the holders, and no buffer zeroed (rsTerms.apply).
 //
 // Every link carries its messages in the order both ends walk (piece,
 // step, checksum); a member finishes a piece, its finished checksums
@@ -146,6 +168,7 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 
 	sums := make([][]byte, k) // the k partial sums in hand, frame room in front
 	parity := make([][]byte, k)
+	sumCRCs := make([]uint32, k)
 	rbuf := s.pool.get(0)
 	defer func() { s.pool.put(rbuf) }()
 	for o := 0; o < n; o++ {
@@ -173,11 +196,14 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 			for i, b := range sums {
 				parity[i] = b[frameLen : frameLen+ln]
 			}
-			if t == 0 {
-				err = terms.start(pc.payload(), parity)
-			} else {
-				err = terms.add(pc.payload(), parity)
+			// Finished checksums are stored as they are, so on the
+			// zero-copy path they go with their CRC32C (sendPiece).
+			last := t == steps-1
+			var crcs []uint32
+			if last && s.zeroCopy {
+				crcs = sumCRCs
 			}
+			err = terms.apply(pc.payload(), parity, t == 0, crcs)
 			pf.release(pc)
 			if err != nil {
 				return fmt.Errorf("reed-solomon encode: %w", err)
@@ -187,8 +213,9 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 				// checksum i of row r−p+k, finished, to its holder r+k−i,
 				// which stores it as it is.
 				done := func() { s.pool.put(b) }
-				if t == steps-1 {
-					err = s.sendPiece([]int{mod(r+k-i, size)}, tag(o, i), span{buf: b[:frameLen+ln]}, done)
+				if last {
+					pc := span{buf: b[:frameLen+ln], crc: sumCRCs[i], hasCRC: crcs != nil}
+					err = s.sendPiece([]int{mod(r+k-i, size)}, tag(o, i), pc, done)
 				} else {
 					frame(b, msgData, tag(o, i))
 					err = s.enqueue(layout.Right(size, r), b, done)

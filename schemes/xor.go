@@ -103,18 +103,12 @@ func (s *session) xorStep(left, right int, tag uint32, ln int, first, finished b
 	return s.enqueue(right, pc.buf, release)
 }
 
-// xorBlock is how much xorWithCRC XORs before taking the CRC32C of the
-// result: with both operands, well inside a core's L2 cache (256 KiB steps
-// lost the gain in a microbenchmark on the project's VM; 128 KiB took the
-// CRC of a 4 MiB sum from 370 to 200 µs).
-const xorBlock = 128 << 10
-
 // xorWithCRC XORs src into dst and returns the CRC32C of the result, taken
 // while its bytes are still in cache.
 func xorWithCRC(dst, src []byte) uint32 {
 	var crc uint32
-	for at := 0; at < len(dst); at += xorBlock {
-		d := dst[at:min(at+xorBlock, len(dst))]
+	for at := 0; at < len(dst); at += sumBlock {
+		d := dst[at:min(at+sumBlock, len(dst))]
 		subtle.XORBytes(d, d, src[at:])
 		crc = crc32c.Update(crc, d)
 	}
