@@ -24,32 +24,25 @@ func (b *rebuilder) xor(s *session) error {
 
 	if r == x {
 		// The lost member only receives, from its left neighbour, the end of
-		// the chain; writing runs behind so receiving never waits on disk.
+		// the chain. That neighbour sends each finished piece with its
+		// CRC32C, so it is spliced into its file where it lies inside one.
 		s.total = int64(p) * chunk
-		wb := startWriteBehind(s, sendQueue)
+		rbuf := s.pool.get(0)
+		defer func() { s.pool.put(rbuf) }()
 		for i := 0; i < total; i++ {
 			row, off, ln := at(i)
-			msg, err := s.recv(left, msgData, uint32(i), s.pool.get(0), ln)
+			var err error
+			if row == x {
+				rbuf, err = s.recvToSegment(left, uint32(i), ln, b.w, 0, rbuf)
+			} else {
+				rbuf, err = s.recvToLogical(left, uint32(i), ln, b.lw, int64(xorChunk(x, row))*chunk+off, rbuf)
+			}
 			if err != nil {
-				wb.finish()
 				return err
 			}
-			err = wb.submit(msg, func(b2 []byte) error {
-				var err error
-				if row == x {
-					err = b.w.write(0, b2)
-				} else {
-					err = b.lw.writeAt(b2, int64(xorChunk(x, row))*chunk+off)
-				}
-				s.addProgress(int64(len(b2)))
-				return err
-			})
-			if err != nil {
-				wb.finish()
-				return err
-			}
+			s.addProgress(int64(ln))
 		}
-		return wb.finish()
+		return nil
 	}
 
 	// A survivor reads all of its data (every row but its own) and its
@@ -84,7 +77,7 @@ func (b *rebuilder) xor(s *session) error {
 		if err != nil {
 			return err
 		}
-		if err := s.xorStep(left, right, uint32(i), ln, first, false, pc, pf); err != nil {
+		if err := s.xorStep(left, right, uint32(i), ln, first, right == x, pc, pf); err != nil {
 			return err
 		}
 	}

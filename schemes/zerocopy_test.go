@@ -76,11 +76,12 @@ func TestZeroCopyMatchesCopy(t *testing.T) {
 
 // TestZeroCopyMixedSet: members disagree on the path (one node turned it
 // off); the set still encodes the same bytes, since a receiver on either
-// path takes either kind of data message (PARTNER copies, RS's finished
-// checksums).
+// path takes either kind of data message (PARTNER copies, XOR's parity,
+// RS's finished checksums).
 func TestZeroCopyMixedSet(t *testing.T) {
 	for _, p := range []Params{
 		{Kind: Partner, Size: 4, Replicas: 2, PieceSize: 4096},
+		{Kind: XOR, Size: 4, PieceSize: 4096},
 		{Kind: RS, Size: 5, Parity: 2, PieceSize: 4096},
 	} {
 		t.Run(p.Kind.String(), func(t *testing.T) {
@@ -120,34 +121,41 @@ func TestActivePath(t *testing.T) {
 	}
 }
 
-// TestZeroCopyMixedRebuild: a PARTNER rebuild where the lost member and
-// its providers disagree on the path restores the same files and the same
-// redundancy file either way round (a provider on the copy path sends
-// plain pieces, which a zero-copy lost member receives whole).
+// TestZeroCopyMixedRebuild: a rebuild where the lost member and the
+// members that send it what it stores disagree on the path restores the
+// same files and the same redundancy file either way round (a sender on
+// the copy path sends plain pieces, which a zero-copy lost member receives
+// whole).
 func TestZeroCopyMixedRebuild(t *testing.T) {
-	p := Params{Kind: Partner, Size: 4, Replicas: 2, PieceSize: 4096}
-	ts := newTestSet(t, p)
-	for r, d := range ts.dirs {
-		fill(t, d, uint64(r+5), spec{files: 3, maxSize: 30_000, extras: r == 2})
-	}
-	ts.mustEncode(WithZeroCopy(false))
-	ts.mustEncode(WithZeroCopy(false))
-	want, encoded := snapshot(t, ts.dirs[2]), ts.redBytes()[2]
-	for _, lostOn := range []bool{true, false} {
-		ts.lose(2, false)
-		net := newMemNet()
-		net.fileConns = true
-		_, errs := runAllOn(t, net, p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
-			return Rebuild(ctx, p, ts.member(r), []int{2}, links, WithZeroCopy((r == 2) == lostOn))
-		})
-		for r, err := range errs {
-			if err != nil {
-				t.Fatalf("lost member zero copy %v, rank %d: %v", lostOn, r, err)
+	for _, p := range []Params{
+		{Kind: Partner, Size: 4, Replicas: 2, PieceSize: 4096},
+		{Kind: XOR, Size: 4, PieceSize: 4096},
+	} {
+		t.Run(p.Kind.String(), func(t *testing.T) {
+			ts := newTestSet(t, p)
+			for r, d := range ts.dirs {
+				fill(t, d, uint64(r+5), spec{files: 3, maxSize: 30_000, extras: r == 2})
 			}
-		}
-		compareSnapshots(t, "rebuilt rank 2", want, snapshot(t, ts.dirs[2]))
-		if !bytes.Equal(ts.redBytes()[2], encoded) {
-			t.Errorf("lost member zero copy %v: rebuilt redundancy file differs from the encoded one", lostOn)
-		}
+			ts.mustEncode(WithZeroCopy(false))
+			ts.mustEncode(WithZeroCopy(false))
+			want, encoded := snapshot(t, ts.dirs[2]), ts.redBytes()[2]
+			for _, lostOn := range []bool{true, false} {
+				ts.lose(2, false)
+				net := newMemNet()
+				net.fileConns = true
+				_, errs := runAllOn(t, net, p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
+					return Rebuild(ctx, p, ts.member(r), []int{2}, links, WithZeroCopy((r == 2) == lostOn))
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Fatalf("lost member zero copy %v, rank %d: %v", lostOn, r, err)
+					}
+				}
+				compareSnapshots(t, "rebuilt rank 2", want, snapshot(t, ts.dirs[2]))
+				if !bytes.Equal(ts.redBytes()[2], encoded) {
+					t.Errorf("lost member zero copy %v: rebuilt redundancy file differs from the encoded one", lostOn)
+				}
+			}
+		})
 	}
 }
