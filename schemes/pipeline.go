@@ -111,55 +111,6 @@ func (p *prefetcher) close() {
 	}
 }
 
-// writeBehind writes received pieces on its own goroutine, so a member
-// that receives a stream (a rebuilt member, mostly) keeps receiving while
-// the previous piece goes to disk.
-type writeBehind struct {
-	s    *session
-	ch   chan wbItem
-	done chan struct{}
-	err  error // set by the writer before done closes
-}
-
-type wbItem struct {
-	buf   []byte // a frame + payload from s.pool, returned after writing
-	write func(payload []byte) error
-}
-
-func startWriteBehind(s *session, depth int) *writeBehind {
-	w := &writeBehind{s: s, ch: make(chan wbItem, depth), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for it := range w.ch {
-			if w.err == nil {
-				if w.err = it.write(it.buf[frameLen:]); w.err != nil {
-					s.fail(w.err)
-				}
-			}
-			s.pool.put(it.buf)
-		}
-	}()
-	return w
-}
-
-// submit queues buf (ownership passes to the writer) to be written by fn.
-func (w *writeBehind) submit(buf []byte, fn func(payload []byte) error) error {
-	select {
-	case w.ch <- wbItem{buf: buf, write: fn}:
-		return nil
-	case <-w.s.ctx.Done():
-		w.s.pool.put(buf)
-		return w.s.err()
-	}
-}
-
-// finish waits for queued writes and returns the first write error.
-func (w *writeBehind) finish() error {
-	close(w.ch)
-	<-w.done
-	return w.err
-}
-
 // inflight bounds how many messages a producer has handed to links and not
 // yet seen sent. Per-link queues alone would let a producer that feeds many
 // links (RS with large sets) buffer pieces for all of them at once. A limit

@@ -77,8 +77,8 @@ func (b *rebuilder) rsPlan() []rsRow {
 // rs rebuilds up to k lost members, piece by piece across all rows at once:
 // providers send their shard of row j to its solver, the solver runs
 // ReconstructSome for the row's unknowns and sends each to its lost owner,
-// who writes it into its files or its checksum segment. Survivors run a
-// producer and a solver goroutine; lost members a writer. Every link carries
+// who stores it in its files or its checksum segment (spliced, on the
+// zero-copy path). Survivors run a producer and a solver goroutine. Every link carries
 // at most one message per (piece, row), and all sides walk (piece, row) in
 // the same order, so fixed-order receives cannot deadlock.
 func (b *rebuilder) rs(s *session) error {
@@ -94,33 +94,27 @@ func (b *rebuilder) rs(s *session) error {
 	tag := func(o, j int) uint32 { return uint32(o*p + j) }
 
 	if b.amLost {
+		// Solvers send what they rebuild with its CRC32C, so it is spliced
+		// into its file where it lies inside one.
 		s.total = int64(p) * chunk
-		wb := startWriteBehind(s, sendQueue)
+		rbuf := s.pool.get(0)
+		defer func() { s.pool.put(rbuf) }()
 		for o := 0; o < n; o++ {
 			off, ln := pieceAt(o)
 			for j := 0; j < p; j++ {
-				msg, err := s.recv(plan[j].solver, msgData, tag(o, j), s.pool.get(0), ln)
+				var err error
+				if c := rsChecksum(r, j, p, k); c >= 0 {
+					rbuf, err = s.recvToSegment(plan[j].solver, tag(o, j), ln, b.w, c, rbuf)
+				} else {
+					rbuf, err = s.recvToLogical(plan[j].solver, tag(o, j), ln, b.lw, int64(rsDataIndex(r, j, p, k))*chunk+off, rbuf)
+				}
 				if err != nil {
-					wb.finish()
 					return err
 				}
-				err = wb.submit(msg, func(piece []byte) error {
-					var err error
-					if c := rsChecksum(r, j, p, k); c >= 0 {
-						err = b.w.write(c, piece)
-					} else {
-						err = b.lw.writeAt(piece, int64(rsDataIndex(r, j, p, k))*chunk+off)
-					}
-					s.addProgress(int64(len(piece)))
-					return err
-				})
-				if err != nil {
-					wb.finish()
-					return err
-				}
+				s.addProgress(int64(ln))
 			}
 		}
-		return wb.finish()
+		return nil
 	}
 
 	own := b.hdr.Members[0]
@@ -235,8 +229,8 @@ func (b *rebuilder) rs(s *session) error {
 				}
 				for i, u := range row.unknowns {
 					out := outs[i]
-					frame(out, msgData, tag(o, j))
-					if err := s.enqueue(u.member, out, func() { s.pool.put(out) }); err != nil {
+					pc := span{buf: out[:frameLen+ln]}
+					if err := s.sendPiece([]int{u.member}, tag(o, j), pc, func() { s.pool.put(out) }); err != nil {
 						return err
 					}
 				}
