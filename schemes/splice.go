@@ -5,18 +5,17 @@ import (
 	"fmt"
 )
 
-// Receiving a PARTNER rebuild's pieces straight into files. The lost
-// member only stores what its providers send (its own files, and the
-// copies its partner file holds), so on the zero-copy path providers put
-// each piece's CRC32C in the frame (msgDataCRC) and the lost member's link
-// moves the payload from the socket into the staged file or the redundancy
-// file inside the kernel (FileReceiver), taking the sender's CRC for the
-// file it checks at the end (and the block, in a redundancy file). That
-// saves the lost member — the rebuild's bottleneck — a copy into user
-// space, a CRC pass and the pwrite's copy. A piece that cannot go that way
-// (a sender on the copy path, a piece that spans files, a block the piece
-// does not start) is received into a buffer and written, with identical
-// results.
+// Receiving pieces straight into files. What a member stores as it comes
+// (a PARTNER copy, a finished XOR parity or RS checksum, everything a
+// rebuild's lost member receives) arrives on the zero-copy path with its
+// CRC32C in the frame (msgDataCRC), and the link moves the payload from the
+// socket into the staged file or the redundancy file inside the kernel
+// (FileReceiver); the sender's CRC goes to the file's checks (and the
+// block's, in a redundancy file). That saves the receiver — for a rebuild,
+// the lost member, its bottleneck — a copy into user space, a CRC pass and
+// the pwrite's copy. A piece that cannot go that way (a sender on the copy
+// path, a piece that spans files, a block the piece does not start) is
+// received into a buffer and written, with identical results.
 
 // recvToLogical receives piece tag, ln bytes, from rank src into the
 // logical file lw at off: spliced into its file when the piece lies inside

@@ -7,14 +7,16 @@ import (
 	"sync"
 )
 
-// The zero-copy data path. PARTNER copies are the bulk of what a PARTNER
-// member receives, and it has nothing to compute on them: so the sender
-// puts each piece's CRC32C (which it computes anyway, for its files' CRCs)
-// in the frame, sends it with the frame head from its buffer in one writev,
-// and the receiver's link moves the payload from the socket into the
-// redundancy file inside the kernel (splice), recording the sender's CRC as
-// the block's. That saves the receiver a copy into user space and a CRC
-// pass. Everything falls back to buffers when the option is off
+// The zero-copy data path. Much of what a member receives it stores
+// without computing on it: PARTNER copies, XOR's finished parity, RS's
+// finished checksums, everything a rebuild's lost member receives. So the
+// sender puts each such piece's CRC32C in the frame (a PARTNER copy's comes
+// with the read, for its files' CRCs; a finished sum's is taken as the sum
+// is made, while its bytes are in cache), sends it with the frame head from
+// its buffer in one writev, and the receiver's link moves the payload from
+// the socket into the file inside the kernel (splice), recording the
+// sender's CRC as the block's. That saves the receiver a copy into user
+// space and a CRC pass. Everything falls back to buffers when the option is off
 // (WithZeroCopy, SCRFS_ZEROCOPY) or the kernel refuses, with byte-identical
 // files; Result.Path says which path ran.
 //
