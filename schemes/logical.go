@@ -17,9 +17,24 @@ import (
 // even for members with thousands of files.
 const maxOpenFiles = 16
 
-// readBlock is how much a piece's read takes at a time before the CRC32C
-// of those bytes (piece): well inside a core's L2 cache.
+// readBlock is how much a read takes at a time before the CRC32C of those
+// bytes (readWithCRC): well inside a core's L2 cache.
 const readBlock = 256 << 10
+
+// readWithCRC fills p from f at off and returns its CRC32C, reading and
+// checksumming a block at a time, so the CRC runs over bytes still in the
+// core's cache rather than fetching the whole of p back from memory.
+func readWithCRC(f *os.File, p []byte, off int64) (uint32, error) {
+	var crc uint32
+	for at := 0; at < len(p); at += readBlock {
+		b := p[at:min(at+readBlock, len(p))]
+		if _, err := f.ReadAt(b, off+int64(at)); err != nil {
+			return 0, err
+		}
+		crc = crc32c.Update(crc, b)
+	}
+	return crc, nil
+}
 
 // logicalFile maps offsets of a member's logical file (its regular files
 // concatenated, zero-padded beyond the end) to the files. One goroutine uses
@@ -138,6 +153,14 @@ func (l *logicalFile) within(off int64, n int) (i int, in int64, ok bool) {
 	return i, off - l.starts[i], true
 }
 
+// readErr describes a failed read of file i that needed end bytes.
+func (l *logicalFile) readErr(i int, end int64, err error) error {
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: %s shrank below %d bytes", ErrMismatch, l.shown[i], end)
+	}
+	return fmt.Errorf("read %s: %w", l.shown[i], err)
+}
+
 // readAt fills p with the logical bytes at off, zeros past the end.
 func (l *logicalFile) readAt(p []byte, off int64) error {
 	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
@@ -150,14 +173,16 @@ func (l *logicalFile) readAt(p []byte, off int64) error {
 		if err != nil {
 			return err
 		}
-		if _, err := f.ReadAt(p[:n], in); err != nil {
-			if errors.Is(err, io.EOF) {
-				return fmt.Errorf("%w: %s shrank below %d bytes", ErrMismatch, l.shown[i], in+n)
+		if l.crcs == nil {
+			_, err = f.ReadAt(p[:n], in)
+		} else {
+			var crc uint32
+			if crc, err = readWithCRC(f, p[:n], in); err == nil {
+				l.crcs.addCRC(i, in, n, crc)
 			}
-			return fmt.Errorf("read %s: %w", l.shown[i], err)
 		}
-		if l.crcs != nil {
-			l.crcs.add(i, in, p[:n])
+		if err != nil {
+			return l.readErr(i, in+n, err)
 		}
 		p, off = p[n:], off+n
 	}
@@ -175,19 +200,9 @@ func (l *logicalFile) piece(off int64, n int, buf []byte) (span, error) {
 		if err != nil {
 			return span{}, err
 		}
-		// Read and checksum a block at a time, so the CRC runs over bytes
-		// still in the core's cache rather than fetching the whole piece
-		// back from memory.
-		var crc uint32
-		for at := 0; at < n; at += readBlock {
-			b := p[at:min(at+readBlock, n)]
-			if _, err := f.ReadAt(b, in+int64(at)); err != nil {
-				if errors.Is(err, io.EOF) {
-					return span{}, fmt.Errorf("%w: %s shrank below %d bytes", ErrMismatch, l.shown[i], in+int64(n))
-				}
-				return span{}, fmt.Errorf("read %s: %w", l.shown[i], err)
-			}
-			crc = crc32c.Update(crc, b)
+		crc, err := readWithCRC(f, p, in)
+		if err != nil {
+			return span{}, l.readErr(i, in+int64(n), err)
 		}
 		l.crcs.addCRC(i, in, int64(n), crc)
 		return span{buf: buf[:frameLen+n], crc: crc, hasCRC: true}, nil

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -318,14 +317,14 @@ func (s *segReader) readAt(seg int, off int64, dst []byte) error {
 func (s *segReader) readBlock(seg int, b int64, dst []byte) error {
 	hdr := s.r.lay.hdr
 	at := preambleSize + hdr.Segments[seg].Offset + b*int64(hdr.BlockSize)
-	if _, err := s.r.f.ReadAt(dst, at); err != nil {
+	got, err := readWithCRC(s.r.f, dst, at)
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: %s: short read at offset %d", ErrCorrupt, s.r.path, at)
 		}
 		return fmt.Errorf("read %s: %w", s.r.path, err)
 	}
-	want := s.r.lay.crcs[s.r.first[seg]+b]
-	if got := crc32c.Checksum(dst); got != want {
+	if want := s.r.lay.crcs[s.r.first[seg]+b]; got != want {
 		return fmt.Errorf("%w: %s: block at offset %d: crc32c %08x, recorded %08x", ErrCorrupt, s.r.path, at, got, want)
 	}
 	return nil
