@@ -116,6 +116,7 @@ var rebuildCases = []rebuildCase{
 	// The copy path (what a kernel that refuses splice falls back to).
 	{"partner-copy", 4, []string{"SCRFS_REDUNDANCY_SCHEME=partner", "SCRFS_ZEROCOPY=0"}, [][]int{{3}}},
 	{"xor", 4, []string{"SCRFS_REDUNDANCY_SCHEME=xor"}, [][]int{{2}, {0}}},
+	{"xor-copy", 4, []string{"SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_ZEROCOPY=0"}, [][]int{{1}}},
 	{"rs", 5, []string{"SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2"}, [][]int{{1, 3}, {0}}},
 }
 

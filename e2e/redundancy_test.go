@@ -23,12 +23,13 @@ type protectCase struct {
 
 var protectCases = []protectCase{
 	{"partner", 4, []string{"SCRFS_REDUNDANCY_SCHEME=partner", "SCRFS_REDUNDANCY_REPLICAS=1"}},
-	// The copy path, forced: the same bytes must come out (partner is the
-	// scheme whose receivers splice by default).
+	// The copy path, forced: the same bytes must come out (by default
+	// receivers splice PARTNER copies, XOR's parity and RS's checksums).
 	{"partner-copy", 4, []string{"SCRFS_REDUNDANCY_SCHEME=partner", "SCRFS_REDUNDANCY_REPLICAS=2", "SCRFS_ZEROCOPY=0"}},
 	{"xor", 4, []string{"SCRFS_REDUNDANCY_SCHEME=xor"}},
 	{"xor-uneven", 5, []string{"SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_REDUNDANCY_SET_SIZE=4"}},
 	{"rs", 5, []string{"SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2"}},
+	{"rs-copy", 5, []string{"SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2", "SCRFS_ZEROCOPY=0"}},
 }
 
 // writeNodeData writes a different tree on every node: node i writes i
