@@ -124,6 +124,7 @@ const completionSettle = 10 * time.Second
 // completion was requested has completed (or after completionSettle, or
 // when ctx ends, with a warning), or "".
 func (f *Flusher) newestToFlush(ctx context.Context) string {
+	start := time.Now()
 	timer := time.NewTimer(completionSettle)
 	defer timer.Stop()
 	for {
@@ -139,7 +140,7 @@ func (f *Flusher) newestToFlush(ctx context.Context) string {
 		case <-ctx.Done():
 		}
 		f.log.Warn("flushing the newest completed dataset: a newer one's completion still waits for files open for writing",
-			"dataset", name, "waiting", pending, "waited", completionSettle)
+			"dataset", name, "waiting", pending, "waited", time.Since(start).Round(time.Millisecond))
 		return name
 	}
 }
