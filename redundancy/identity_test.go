@@ -183,3 +183,24 @@ func TestFailedRebuildTriedAgain(t *testing.T) {
 	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
 	f.checkFiles("ckpt.1", f.All()...)
 }
+
+// TestFailedRebuildDegradesSurvivors: a rebuild fails (the replacement
+// never hears of it) and the job's verdict never reaches the survivors
+// either: each survivor says degraded by itself when its own part fails,
+// rather than protected, as if the set were whole.
+func TestFailedRebuildDegradesSurvivors(t *testing.T) {
+	var cut atomic.Bool
+	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+		if cut.Load() && ((kind == "rebuild" && to == 2) || kind == "outcome") {
+			return memnet.DropRequest
+		}
+		return memnet.Deliver
+	}})
+	f.startAll()
+	f.protect("ckpt.1", 100<<10)
+	f.Kill(2)
+	f.Wipe(2)
+	cut.Store(true)
+	<-f.restart(2)
+	f.WaitState(wait, "ckpt.1", cache.Degraded, 0, 1, 3)
+}

@@ -416,10 +416,18 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 	links.close()
 	if err != nil {
 		p.metrics.rebuildFailures.Inc()
+		log.Error("rebuild failed", "err", err)
 		if lost {
 			os.RemoveAll(member.Dir)
+			return err
 		}
-		log.Error("rebuild failed", "err", err)
+		// The set is still short of the lost members, whatever the job
+		// decides next: a survivor must not look protected and at rest
+		// while the other members' parts end and the job takes stock.
+		reason := fmt.Sprintf("the rebuild of the shares of %s failed here (%v); the job takes stock again", memberList(rec.Set(msg.Set), msg.Lost), err)
+		if serr := p.o.Store.SetState(route.Name, cache.Degraded, reason); serr != nil && !errors.Is(serr, cache.ErrNotFound) {
+			log.Warn("record degraded state", "err", serr)
+		}
 		return err
 	}
 	p.metrics.rebuilt(res)
