@@ -3,6 +3,7 @@ package schemes
 import (
 	"encoding/binary"
 	"fmt"
+	"os"
 )
 
 // Receiving pieces straight into files. What a member stores as it comes
@@ -19,38 +20,22 @@ import (
 
 // recvToLogical receives piece tag, ln bytes, from rank src into the
 // logical file lw at off: spliced into its file when the piece lies inside
-// one, with the sender's CRC32C going to lw's tracker; else received into
-// rbuf and written with writeAt (which also checks that padding is zero).
-// It returns the buffer to reuse.
+// one, with the sender's CRC32C going to lw's tracker; else received and
+// written with writeAt (which also checks that padding is zero). It
+// returns the buffer to reuse.
 func (s *session) recvToLogical(src int, tag uint32, ln int, lw *logicalFile, off int64, rbuf []byte) ([]byte, error) {
-	if fr := s.fileReceiver(src); fr != nil && lw.crcs != nil {
-		if i, in, ok := lw.within(off, ln); ok {
-			f, err := lw.file(i)
-			if err != nil {
-				return rbuf, err
-			}
-			head := make([]byte, crcFrameLen)
-			msg, err := fr.RecvToFile(s.ctx, head, f, in, ln)
-			crc, ok, err := s.spliced(src, msg, head, err, tag, ln)
-			if err != nil {
-				return rbuf, err
-			}
-			if ok {
-				lw.crcs.addCRC(i, in, int64(ln), crc)
-				return rbuf, nil
-			}
-			// A whole message: the sender is on the copy path.
-			if msg, err = s.checkRecv(src, msg, nil, msgData, tag, ln); err != nil {
-				return rbuf, err
-			}
-			return rbuf, lw.writeAt(msg[frameLen:], off)
+	var into *os.File
+	i, in, ok := lw.within(off, ln)
+	if ok && lw.crcs != nil {
+		f, err := lw.file(i)
+		if err != nil {
+			return rbuf, err
 		}
+		into = f
 	}
-	msg, err := s.recv(src, msgData, tag, rbuf, ln)
-	if err != nil {
-		return rbuf, err
-	}
-	return msg, lw.writeAt(msg[frameLen:], off)
+	return s.recvPiece(src, tag, ln, rbuf, into, in,
+		func(crc uint32) error { lw.crcs.addCRC(i, in, int64(ln), crc); return nil },
+		func(p []byte) error { return lw.writeAt(p, off) })
 }
 
 // recvToCopy receives piece tag, ln bytes, of a copy of another member's
@@ -58,70 +43,71 @@ func (s *session) recvToLogical(src int, tag uint32, ln int, lw *logicalFile, of
 // bytes of segment seg of w; track follows that member's files, so their
 // CRC32Cs can be checked once the copy is whole. The piece is spliced when
 // it starts a block of w and lies inside one of the member's files (the
-// sender's CRC then serves both), else received into rbuf. It returns the
-// buffer to reuse.
+// sender's CRC then serves both). It returns the buffer to reuse.
 func (s *session) recvToCopy(src int, tag uint32, ln int, w *redWriter, seg int, track *logicalFile, off int64, rbuf []byte) ([]byte, error) {
-	if fr := s.fileReceiver(src); fr != nil && w.canSplice(seg, ln) {
-		if i, in, ok := track.within(off, ln); ok {
-			at, err := w.at(seg, ln)
-			if err != nil {
-				return rbuf, err
-			}
-			head := make([]byte, crcFrameLen)
-			msg, err := fr.RecvToFile(s.ctx, head, w.f, at, ln)
-			crc, ok, err := s.spliced(src, msg, head, err, tag, ln)
-			if err != nil {
-				return rbuf, err
-			}
-			if ok {
-				track.crcs.addCRC(i, in, int64(ln), crc)
-				return rbuf, w.spliced(seg, ln, crc)
-			}
-			if msg, err = s.checkRecv(src, msg, nil, msgData, tag, ln); err != nil {
-				return rbuf, err
-			}
-			track.track(msg[frameLen:], off)
-			return rbuf, w.write(seg, msg[frameLen:])
+	var into *os.File
+	var at int64
+	i, in, ok := track.within(off, ln)
+	if ok && w.canSplice(seg, ln) {
+		var err error
+		if at, err = w.at(seg, ln); err != nil {
+			return rbuf, err
 		}
+		into = w.f
 	}
-	msg, err := s.recv(src, msgData, tag, rbuf, ln)
-	if err != nil {
-		return rbuf, err
-	}
-	track.track(msg[frameLen:], off)
-	return msg, w.write(seg, msg[frameLen:])
+	return s.recvPiece(src, tag, ln, rbuf, into, at,
+		func(crc uint32) error { track.crcs.addCRC(i, in, int64(ln), crc); return w.spliced(seg, ln, crc) },
+		func(p []byte) error { track.track(p, off); return w.write(seg, p) })
 }
 
 // recvToSegment receives piece tag, ln bytes, from rank src into the next
-// ln bytes of segment seg of w: spliced when the link can write into files
-// and the piece starts a block (the sender's CRC32C in its frame becomes
-// the block's), else received into rbuf and written. It returns the buffer
+// ln bytes of segment seg of w: spliced when the piece starts a block (the
+// sender's CRC32C in its frame becomes the block's). It returns the buffer
 // to reuse.
 func (s *session) recvToSegment(src int, tag uint32, ln int, w *redWriter, seg int, rbuf []byte) ([]byte, error) {
-	if fr := s.fileReceiver(src); fr != nil && w.canSplice(seg, ln) {
-		at, err := w.at(seg, ln)
-		if err != nil {
+	var into *os.File
+	var at int64
+	if w.canSplice(seg, ln) {
+		var err error
+		if at, err = w.at(seg, ln); err != nil {
 			return rbuf, err
 		}
+		into = w.f
+	}
+	return s.recvPiece(src, tag, ln, rbuf, into, at,
+		func(crc uint32) error { return w.spliced(seg, ln, crc) },
+		func(p []byte) error { return w.write(seg, p) })
+}
+
+// recvPiece receives piece tag, ln bytes, from rank src. With a file to go
+// into and a link that can write into files, a piece that carries its
+// sender's CRC32C is spliced into it at at, and spliced records that CRC;
+// any other piece (a sender on the copy path, no file given) is received,
+// into rbuf where it fits, and its payload handed to store. It returns the
+// buffer to reuse.
+func (s *session) recvPiece(src int, tag uint32, ln int, rbuf []byte, into *os.File, at int64,
+	spliced func(crc uint32) error, store func(payload []byte) error) ([]byte, error) {
+	if fr := s.fileReceiver(src); fr != nil && into != nil {
 		head := make([]byte, crcFrameLen)
-		msg, err := fr.RecvToFile(s.ctx, head, w.f, at, ln)
+		msg, err := fr.RecvToFile(s.ctx, head, into, at, ln)
 		crc, ok, err := s.spliced(src, msg, head, err, tag, ln)
 		if err != nil {
 			return rbuf, err
 		}
 		if ok {
-			return rbuf, w.spliced(seg, ln, crc)
+			return rbuf, spliced(crc)
 		}
+		// A whole message: the sender is on the copy path.
 		if msg, err = s.checkRecv(src, msg, nil, msgData, tag, ln); err != nil {
 			return rbuf, err
 		}
-		return rbuf, w.write(seg, msg[frameLen:])
+		return rbuf, store(msg[frameLen:])
 	}
 	msg, err := s.recv(src, msgData, tag, rbuf, ln)
 	if err != nil {
 		return rbuf, err
 	}
-	return msg, w.write(seg, msg[frameLen:])
+	return msg, store(msg[frameLen:])
 }
 
 // fileReceiver returns the link to src as a FileReceiver when the session
