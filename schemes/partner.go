@@ -1,10 +1,6 @@
 package schemes
 
-import (
-	"sync/atomic"
-
-	"github.com/scrfs/scrfs/internal/crc32c"
-)
+import "sync/atomic"
 
 // PARTNER follows redset_partner.c: member r sends full copies of its
 // logical file to its holders r+1..r+R and stores the copies of its sources
@@ -57,36 +53,6 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 		})
 	}
 	return s.group(fns...)
-}
-
-// sendPiece queues one piece that its receivers store as it is (a PARTNER
-// copy, a finished RS checksum) to every rank in to (framed once, before
-// any sender can be reading it). On the zero-copy path its CRC32C goes in
-// the frame, so a receiver can splice it into its file unseen; otherwise it
-// goes as a plain framed buffer. done runs once per rank, when the piece
-// has left for it.
-func (s *session) sendPiece(to []int, tag uint32, pc span, done func()) error {
-	var head []byte
-	if s.zeroCopy {
-		if !pc.hasCRC {
-			pc.crc = crc32c.Checksum(pc.payload())
-		}
-		head = crcFrame(tag, pc.crc)
-	} else {
-		frame(pc.buf, msgData, tag)
-	}
-	for _, r := range to {
-		var err error
-		if head != nil {
-			err = s.enqueueParts(r, head, pc.payload(), done)
-		} else {
-			err = s.enqueue(r, pc.buf, done)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // receiveCopy receives rank src's logical file of length bytes into

@@ -214,8 +214,8 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redW
 				// which stores it as it is.
 				done := func() { s.pool.put(b) }
 				if last {
-					pc := span{buf: b[:frameLen+ln], crc: sumCRCs[i], hasCRC: crcs != nil}
-					err = s.sendPiece([]int{mod(r+k-i, size)}, tag(o, i), pc, done)
+					fin := span{buf: b[:frameLen+ln], crc: sumCRCs[i], hasCRC: crcs != nil}
+					err = s.sendPiece([]int{mod(r+k-i, size)}, tag(o, i), fin, done)
 				} else {
 					frame(b, msgData, tag(o, i))
 					err = s.enqueue(layout.Right(size, r), b, done)

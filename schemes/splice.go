@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
-// Receiving pieces straight into files. What a member stores as it comes
+// Pieces that go straight into files. What a member stores as it comes
 // (a PARTNER copy, a finished XOR parity or RS checksum, everything a
 // rebuild's lost member receives) arrives on the zero-copy path with its
 // CRC32C in the frame (msgDataCRC), and the link moves the payload from the
@@ -17,6 +19,37 @@ import (
 // the pwrite's copy. A piece that cannot go that way (a sender on the copy
 // path, a piece that spans files, a block the piece does not start) is
 // received into a buffer and written, with identical results.
+
+// sendPiece queues one piece that its receivers store as it is (a PARTNER
+// copy, a finished XOR parity or RS checksum, what a rebuild's lost member
+// stores) to every rank in to, framed once, before any sender can be
+// reading it. On the zero-copy path its CRC32C goes in the frame, so a
+// receiver can splice it into its file unseen; otherwise it goes as a
+// plain framed buffer. done runs once per rank, when the piece has left
+// for it.
+func (s *session) sendPiece(to []int, tag uint32, pc span, done func()) error {
+	var head []byte
+	if s.zeroCopy {
+		if !pc.hasCRC {
+			pc.crc = crc32c.Checksum(pc.payload())
+		}
+		head = crcFrame(tag, pc.crc)
+	} else {
+		frame(pc.buf, msgData, tag)
+	}
+	for _, r := range to {
+		var err error
+		if head != nil {
+			err = s.enqueueParts(r, head, pc.payload(), done)
+		} else {
+			err = s.enqueue(r, pc.buf, done)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // recvToLogical receives piece tag, ln bytes, from rank src into the
 // logical file lw at off: spliced into its file when the piece lies inside

@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 
 	"github.com/scrfs/scrfs/internal/crc32c"
-
 	"github.com/scrfs/scrfs/layout"
 )
 
