@@ -20,12 +20,13 @@ import (
 // ones they evicted was a tenth of the daemons' CPU, and the pages it freed
 // went back to a VM's host just as the encode allocated new ones. Nothing
 // waits for those bytes but free space, so deletes wait while a dataset's
-// redundancy is being applied — from its record's arrival (SetRecord, for a
-// dataset not yet protected) to Settled — as SCR deletes old checkpoints when the next one starts, not
-// while one is encoded. They go ahead at once when the cache's file system
-// could not take another dataset as large as the largest it holds (looked
-// at every spaceCheck while they wait: writes through passthrough never
-// reach the daemon), and after maxDeferral whatever happens.
+// redundancy is being applied — from its record's arrival (SetRecord, for
+// a dataset not yet protected) to Settled — as SCR deletes old checkpoints
+// when the next one starts, not while one is encoded. They go ahead at
+// once when the cache's file system could not take another dataset as
+// large as the largest it holds (looked at every spaceCheck while they
+// wait: writes through passthrough never reach the daemon), and after
+// maxDeferral whatever happens.
 const (
 	maxDeferral = 2 * time.Minute
 	spaceCheck  = time.Second

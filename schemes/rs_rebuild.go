@@ -78,9 +78,9 @@ func (b *rebuilder) rsPlan() []rsRow {
 // providers send their shard of row j to its solver, the solver runs
 // ReconstructSome for the row's unknowns and sends each to its lost owner,
 // who stores it in its files or its checksum segment (spliced, on the
-// zero-copy path). Survivors run a producer and a solver goroutine. Every link carries
-// at most one message per (piece, row), and all sides walk (piece, row) in
-// the same order, so fixed-order receives cannot deadlock.
+// zero-copy path). Survivors run a producer and a solver goroutine. Every
+// link carries at most one message per (piece, row), and all sides walk
+// (piece, row) in the same order, so fixed-order receives cannot deadlock.
 func (b *rebuilder) rs(s *session) error {
 	p, k, r := b.p.Size, b.p.Parity, b.m.Rank
 	piece := b.p.pieceSize()

@@ -8,18 +8,18 @@ package crc32c
 
 import "hash/crc32"
 
-// Table is the CRC32C table: an immutable lookup table.
-var Table = crc32.MakeTable(crc32.Castagnoli)
+// table is the CRC32C table: an immutable lookup table.
+var table = crc32.MakeTable(crc32.Castagnoli)
 
 // poly is the Castagnoli polynomial in the reflected bit order hash/crc32
 // uses: bit 31 is x^0.
 const poly = 0x82f63b78
 
 // Checksum returns the CRC32C of b.
-func Checksum(b []byte) uint32 { return crc32.Checksum(b, Table) }
+func Checksum(b []byte) uint32 { return crc32.Checksum(b, table) }
 
 // Update returns the CRC32C of the bytes hashed so far (crc) followed by b.
-func Update(crc uint32, b []byte) uint32 { return crc32.Update(crc, Table, b) }
+func Update(crc uint32, b []byte) uint32 { return crc32.Update(crc, table, b) }
 
 // Combine returns the CRC32C of A‖B given crcA = CRC32C(A), crcB =
 // CRC32C(B) and lenB = len(B). The pre- and post-inversion of the standard
