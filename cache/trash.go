@@ -111,8 +111,9 @@ func (s *Store) emptyTrash() time.Duration {
 	if err != nil {
 		return 0
 	}
+	w := &trashWalk{s: s}
 	for _, e := range entries {
-		err := s.deleteTree(s.trashDir(), e.Name(), e.IsDir())
+		err := w.deleteTree(s.trashDir(), e.Name(), e.IsDir())
 		switch {
 		case errors.Is(err, errDeferred):
 			return max(s.deferral(), time.Millisecond)
@@ -125,28 +126,50 @@ func (s *Store) emptyTrash() time.Duration {
 	return 0
 }
 
+// deferCheck is how often a trash walk asks whether deletes must wait:
+// the answer takes the store's lock, which a walk through thousands of
+// small files should not take once per file.
+const deferCheck = 10 * time.Millisecond
+
+// trashWalk deletes trees from the trash, file by file.
+type trashWalk struct {
+	s     *Store
+	check time.Time // when to ask again whether deletes must wait
+}
+
+// goOn says whether the walk may delete another file: errClosing once the
+// store closes, errDeferred while deletes wait.
+func (w *trashWalk) goOn() error {
+	select {
+	case <-w.s.stop:
+		return errClosing
+	default:
+	}
+	if now := time.Now(); !now.Before(w.check) {
+		if w.s.deferral() > 0 {
+			return errDeferred
+		}
+		w.check = now.Add(deferCheck)
+	}
+	return nil
+}
+
 // deleteTree deletes name in directory dir, and everything below it when
 // it is a directory, by descriptors (a dataset's tree may be deeper than a
-// path can name). Before each file it stops with errDeferred while deletes
-// wait, and with errClosing once the store closes.
-func (s *Store) deleteTree(dir, name string, isDir bool) error {
+// path can name), stopping before a file when goOn says so.
+func (w *trashWalk) deleteTree(dir, name string, isDir bool) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return s.deleteAt(fd, name, isDir)
+	return w.deleteAt(fd, name, isDir)
 }
 
-func (s *Store) deleteAt(dirfd int, name string, isDir bool) error {
+func (w *trashWalk) deleteAt(dirfd int, name string, isDir bool) error {
 	if !isDir {
-		select {
-		case <-s.stop:
-			return errClosing
-		default:
-		}
-		if s.deferral() > 0 {
-			return errDeferred
+		if err := w.goOn(); err != nil {
+			return err
 		}
 		return ignoreGone(unix.Unlinkat(dirfd, name, 0))
 	}
@@ -158,7 +181,7 @@ func (s *Store) deleteAt(dirfd int, name string, isDir bool) error {
 	entries, err := f.ReadDir(-1)
 	if err == nil {
 		for _, e := range entries {
-			if err = s.deleteAt(fd, e.Name(), e.IsDir()); err != nil {
+			if err = w.deleteAt(fd, e.Name(), e.IsDir()); err != nil {
 				break
 			}
 		}
