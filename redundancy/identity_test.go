@@ -161,15 +161,13 @@ func TestFailedProtectTriesAgain(t *testing.T) {
 	f.checkFiles("ckpt.1", f.All()...)
 }
 
-// TestFailedRebuildTriedAgain: the rebuild of a replacement's share fails
-// once (its call lost); no node restarts after that. The survivors say the
-// set is degraded meanwhile (they said protected, one member short), and
-// the job takes stock again: the share is rebuilt and every node ends
-// protected.
-func TestFailedRebuildTriedAgain(t *testing.T) {
-	var lost atomic.Bool
+// replaceNode2 protects ckpt.1 on an XOR fixture, then kills node 2, wipes
+// its cache and starts a replacement; from the wipe on, calls for which
+// drop says so are lost.
+func replaceNode2(t *testing.T, drop func(to int, kind string) bool) *fixture {
+	var armed atomic.Bool
 	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "rebuild" && to == 2 && lost.CompareAndSwap(true, false) {
+		if armed.Load() && drop(to, kind) {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver
@@ -178,8 +176,21 @@ func TestFailedRebuildTriedAgain(t *testing.T) {
 	f.protect("ckpt.1", 100<<10)
 	f.Kill(2)
 	f.Wipe(2)
-	lost.Store(true)
+	armed.Store(true)
 	<-f.restart(2)
+	return f
+}
+
+// TestFailedRebuildTriedAgain: the rebuild of a replacement's share fails
+// once (its call lost); no node restarts after that. The survivors say the
+// set is degraded meanwhile (they said protected, one member short), and
+// the job takes stock again: the share is rebuilt and every node ends
+// protected.
+func TestFailedRebuildTriedAgain(t *testing.T) {
+	var lost atomic.Bool
+	f := replaceNode2(t, func(to int, kind string) bool {
+		return kind == "rebuild" && to == 2 && lost.CompareAndSwap(false, true)
+	})
 	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
 	f.checkFiles("ckpt.1", f.All()...)
 }
@@ -189,18 +200,8 @@ func TestFailedRebuildTriedAgain(t *testing.T) {
 // either: each survivor says degraded by itself when its own part fails,
 // rather than protected, as if the set were whole.
 func TestFailedRebuildDegradesSurvivors(t *testing.T) {
-	var cut atomic.Bool
-	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if cut.Load() && ((kind == "rebuild" && to == 2) || kind == "outcome") {
-			return memnet.DropRequest
-		}
-		return memnet.Deliver
-	}})
-	f.startAll()
-	f.protect("ckpt.1", 100<<10)
-	f.Kill(2)
-	f.Wipe(2)
-	cut.Store(true)
-	<-f.restart(2)
+	f := replaceNode2(t, func(to int, kind string) bool {
+		return (kind == "rebuild" && to == 2) || kind == "outcome"
+	})
 	f.WaitState(wait, "ckpt.1", cache.Degraded, 0, 1, 3)
 }
