@@ -116,7 +116,7 @@ func (s *Store) emptyTrash() time.Duration {
 		err := w.deleteTree(s.trashDir(), e.Name(), e.IsDir())
 		switch {
 		case errors.Is(err, errDeferred):
-			return max(s.deferral(), time.Millisecond)
+			return w.wait
 		case errors.Is(err, errClosing):
 			return 0
 		case err != nil:
@@ -134,7 +134,8 @@ const deferCheck = 10 * time.Millisecond
 // trashWalk deletes trees from the trash, file by file.
 type trashWalk struct {
 	s     *Store
-	check time.Time // when to ask again whether deletes must wait
+	check time.Time     // when to ask again whether deletes must wait
+	wait  time.Duration // how long they must, once goOn said errDeferred
 }
 
 // goOn says whether the walk may delete another file: errClosing once the
@@ -146,7 +147,7 @@ func (w *trashWalk) goOn() error {
 	default:
 	}
 	if now := time.Now(); !now.Before(w.check) {
-		if w.s.deferral() > 0 {
+		if w.wait = w.s.deferral(); w.wait > 0 {
 			return errDeferred
 		}
 		w.check = now.Add(deferCheck)
