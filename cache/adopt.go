@@ -22,7 +22,8 @@ func (s *Store) StagingDir(name string) string {
 // state), with its job-wide completion sequence number and time (seq 0:
 // not recorded yet). It fails with ErrExists if a dataset of that name is in
 // the cache. Like any completion it counts against the cache size, by its
-// sequence; OnComplete is not called (the caller decides what happens next).
+// sequence, and is reported Adopted, not Completed (the caller decides what
+// happens next). One adopted complete with a sequence is Recorded.
 // It is refused with ErrControlFull, the files left in staged, when the
 // state cannot be written: after a restart the cache would not know them.
 func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed time.Time) (*Dataset, error) {
@@ -58,7 +59,7 @@ func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed ti
 		completed = time.Now()
 	}
 	d.began = "" // not written here
-	d.state, d.completed, d.seq, d.files, d.bytes = st, completed, seq, usage.files, usage.bytes
+	d.state, d.completed, d.seq, d.files, d.bytes = withRecord(st, seq), completed, seq, usage.files, usage.bytes
 	if err := s.persistLocked(); err != nil {
 		delete(s.datasets, r.Name)
 		if rerr := os.Rename(dir, staged); rerr != nil {
@@ -67,11 +68,30 @@ func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed ti
 		s.mu.Unlock()
 		return nil, refusal("adopt "+r.Name, err)
 	}
+	info := d.Info()
 	evicted := s.evictLocked()
 	s.mu.Unlock()
-	s.log.Info("dataset adopted into cache", "dataset", r.Name, "state", st, "files", usage.files, "bytes", usage.bytes)
+	s.log.Info("dataset adopted into cache", "dataset", r.Name, "state", info.State.Shown(), "files", usage.files, "bytes", usage.bytes)
+	s.reportInfo(EventAdopted, info)
 	s.removed(evicted)
 	return d, nil
+}
+
+// Fetched tells the store that the job fetched dataset name from the
+// prefix: every node adopted its share (node 0's fetch says so once they
+// all did). It reports Fetched, so that the dataset is recorded again.
+func (s *Store) Fetched(name string) {
+	if d := s.Get(name); d != nil {
+		s.reportInfo(EventFetched, d.Info())
+	}
+}
+
+// Revised tells the store that dataset name's record was revised beside
+// its files (a share moved to another node). It reports Revised.
+func (s *Store) Revised(name string) {
+	if d := s.Get(name); d != nil {
+		s.reportInfo(EventRevised, d.Info())
+	}
 }
 
 // ReserveIDs makes every dataset created from now on get an id of at least

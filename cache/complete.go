@@ -61,17 +61,17 @@ func (s *Store) finishCompletion(d *Dataset) {
 	s.metrics.completed(info)
 	s.log.Info("dataset complete", "dataset", info.Name, "files", info.Files, "bytes", info.Bytes,
 		"seconds", info.Completed.Sub(info.Created).Seconds(), "reason", info.Completing)
-	if s.opts.OnComplete != nil {
-		s.opts.OnComplete(info)
-	}
+	s.reportInfo(EventCompleted, info)
 	s.removed(evicted)
 }
 
 // SetRecord records what the job agreed about a completed dataset: its
 // job-wide completion sequence number and time, which decide its age for
-// eviction on every node alike. The caller keeps the record itself with the
-// dataset's files first, so when the state cannot be written the change is
-// kept in memory: a restart reads the record again.
+// eviction on every node alike. A dataset complete here becomes Recorded
+// (its redundancy is applied next); one already past that keeps its state.
+// The caller keeps the record itself with the dataset's files first, so
+// when the state cannot be written the change is kept in memory: a
+// restart reads the record again.
 func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
 	s.mu.Lock()
 	d := s.datasets[name]
@@ -88,12 +88,15 @@ func (s *Store) SetRecord(name string, seq uint64, completed time.Time) error {
 	}
 	d.seq, d.completed = seq, completed
 	if d.state == Complete { // its redundancy is applied next
+		d.state = Recorded
 		d.settleBy = time.Now().Add(maxDeferral)
 	}
+	info := d.infoLocked()
 	d.mu.Unlock()
 	s.persistLocked()
 	evicted := s.evictLocked()
 	s.mu.Unlock()
+	s.reportInfo(EventRecorded, info)
 	s.removed(evicted)
 	return nil
 }
@@ -248,9 +251,7 @@ func (s *Store) removed(infos []Info) {
 			s.log.Info("dataset evicted", "dataset", info.Name, "bytes", info.Bytes, "cache_size", s.opts.CacheSize)
 		}
 		s.metrics.removed(info)
-		if s.opts.OnRemove != nil {
-			s.opts.OnRemove(info)
-		}
+		s.reportInfo(EventRemoved, info)
 	}
 	if len(infos) > 0 {
 		s.emptyTrashSoon()
@@ -272,9 +273,7 @@ func (s *Store) Drop(name, why string) error {
 	s.persistLocked()
 	s.mu.Unlock()
 	s.log.Info("dataset dropped from cache", "dataset", name, "why", why)
-	if s.opts.OnRemove != nil {
-		s.opts.OnRemove(info)
-	}
+	s.reportInfo(EventRemoved, info)
 	s.emptyTrashSoon()
 	return nil
 }

@@ -205,6 +205,9 @@ type Info struct {
 	Flush      FlushStatus `json:"flush,omitzero"`
 }
 
+// Route returns where the dataset sits in the mount.
+func (i Info) Route() Route { return Route{Name: i.Name, Kind: i.Kind, Root: i.Root} }
+
 // Info returns a snapshot of the dataset.
 func (d *Dataset) Info() Info {
 	d.mu.Lock()

@@ -112,7 +112,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var used int64
 	for _, d := range c.s.Datasets() {
 		info := d.Info()
-		counts[info.State]++
+		counts[info.State.Shown()]++
 		used += info.Bytes
 	}
 	counts[Failed] += len(c.s.Failures())

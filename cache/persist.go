@@ -218,7 +218,7 @@ func (s *Store) recoverDataset(info Info) {
 	dir := layout.DatasetDir(s.CacheDir(), info.Name)
 	d := &Dataset{
 		store: s, id: info.ID, name: info.Name, route: Route{Name: info.Name, Kind: info.Kind, Root: info.Root},
-		state: info.State, reason: info.Reason, created: info.Created, completed: info.Completed,
+		state: withRecord(info.State, info.Seq), reason: info.Reason, created: info.Created, completed: info.Completed,
 		seq: info.Seq, began: info.Began, flush: info.Flush.recovered(),
 	}
 	if d.route.Kind == "" {
@@ -241,7 +241,7 @@ func (s *Store) recoverDataset(info Info) {
 		d.files, d.bytes = usage.files, usage.bytes
 	}
 	s.datasets[info.Name] = d
-	s.log.Info("dataset recovered", "dataset", info.Name, "state", d.state, "files", d.files, "bytes", d.bytes)
+	s.log.Info("dataset recovered", "dataset", info.Name, "state", d.state.Shown(), "files", d.files, "bytes", d.bytes)
 }
 
 // adoptOrphans takes in dataset directories the state does not know (a

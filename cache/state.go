@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 )
 
@@ -13,27 +14,47 @@ type State string
 // are read-only and count against the cache size.
 const (
 	Writing   State = "writing"   // the application may still create and write files
-	Complete  State = "complete"  // every file closed; read-only; not yet protected
+	Complete  State = "complete"  // every file closed here; read-only; the job's record not yet here
+	Recorded  State = "recorded"  // the job agreed its record; redundancy not yet applied (or none: SINGLE)
 	Protected State = "protected" // redundancy applied across the set
 	Degraded  State = "degraded"  // redundancy applied with members missing, or not at all; see Reason
 	Failed    State = "failed"    // unusable; see Reason
 )
 
-// States lists every state, in lifecycle order, for reports and metrics.
+// States lists every state as status and metrics show it, in lifecycle
+// order (see Shown).
 var States = []State{Writing, Complete, Protected, Degraded, Failed}
+
+// Shown returns the state as status and metrics show it: a recorded
+// dataset is shown complete (its job-wide sequence number says that the
+// job agreed it), so the states of the command line stay the ones
+// docs/cli.md promises, and a dataset of the SINGLE scheme, which is never
+// protected, reads "complete" as it always has.
+func (s State) Shown() State {
+	if s == Recorded {
+		return Complete
+	}
+	return s
+}
+
+// withRecord returns the state of a completed dataset in state st with
+// job-wide sequence seq: one that has a sequence was recorded (a fetch
+// adopts a dataset with the prefix's record, and the state files of
+// earlier versions kept recorded datasets as complete).
+func withRecord(st State, seq uint64) State {
+	if st == Complete && seq > 0 {
+		return Recorded
+	}
+	return st
+}
 
 // Completed reports whether s is a state of a dataset whose files are final.
 func (s State) Completed() bool {
-	return s == Complete || s == Protected || s == Degraded
+	return s == Complete || s == Recorded || s == Protected || s == Degraded
 }
 
 func (s State) valid() bool {
-	for _, v := range States {
-		if s == v {
-			return true
-		}
-	}
-	return false
+	return s == Recorded || slices.Contains(States, s)
 }
 
 // canMove reports whether the state machine allows from → to.
@@ -44,8 +65,8 @@ func canMove(from, to State) bool {
 	case from == Writing:
 		return to == Complete
 	case from == Complete:
-		return to == Protected || to == Degraded
-	case from == Protected || from == Degraded:
+		return to == Recorded || to == Protected || to == Degraded
+	case from == Recorded || from == Protected || from == Degraded:
 		// A later re-encode (after a rebuild, say) may change the verdict.
 		return to == Protected || to == Degraded
 	}

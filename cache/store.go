@@ -37,26 +37,6 @@ type Options struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics
 
-	// OnComplete is called once for every dataset that completes, after its
-	// state is persisted. OnRemove is called for every dataset removed from
-	// the cache (evicted, failed, or removed because it was empty). Both run
-	// on the goroutine that caused the change and must not block.
-	OnComplete func(Info)
-	OnRemove   func(Info)
-	// OnRuleFired is called when a completion rule of this node fires for a
-	// dataset (not for RequestComplete), so the daemon can make completion
-	// a job-wide event. It runs after the local request and must not block.
-	OnRuleFired func(r Route, reason string)
-	// OnStart is called before a dataset the application starts here is
-	// created, without the store's lock; an error refuses the creation
-	// (the job's coordinator must know when every dataset began, to judge
-	// later whether a node that shows nothing of it wrote nothing). Nil
-	// means nothing to ask.
-	OnStart func(r Route) error
-	// OnRename is called before the application renames a writing dataset
-	// here, without the store's lock; an error refuses the rename (the job
-	// renames every node's copy). Nil means nothing to ask.
-	OnRename func(from string, to Route) error
 	// Incarnation names this daemon's run; every dataset created records
 	// the run that created it (Info.Began).
 	Incarnation string
@@ -85,6 +65,11 @@ type Store struct {
 	nodeID   string            // this cache's identity, made once and kept in the state
 	ns       map[string]uint32 // namespace directories (mount-relative path → mode)
 	closed   bool
+
+	restore restoring // datasets being restored: lookups wait for them
+
+	listenMu  sync.Mutex
+	listeners []Listener // see Listen
 
 	spares     []spare // oldest first
 	spareSeq   uint64
@@ -237,102 +222,89 @@ func cmpID(a, b uint64) int {
 	return 0
 }
 
+// Writing returns the writing dataset r names, or nil when there is none
+// yet and one may be started here: the caller then tells the job (node 0
+// must know when every dataset began, to judge later whether a node that
+// shows nothing of it wrote nothing) and creates it with Obtain. An error
+// says why r cannot be written here: its name is not a dataset's, it is
+// complete or anchored elsewhere, or the store is read-only (refused before
+// the job hears of it).
+func (s *Store) Writing(r Route) (*Dataset, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writingLocked(r)
+}
+
 // Obtain returns the writing dataset r names, creating it (and its cache
 // directory) when it does not exist. created reports a new dataset. With the
 // "next" rule, creating a dataset requests completion of every older dataset
 // still being written.
 func (s *Store) Obtain(r Route) (d *Dataset, created bool, err error) {
 	s.mu.Lock()
-	if s.closed {
+	if d, err := s.writingLocked(r); d != nil || err != nil {
 		s.mu.Unlock()
-		return nil, false, ErrClosed
+		return d, false, err
+	}
+	return s.createLocked(r, false)
+}
+
+// writingLocked is Writing with s.mu held.
+func (s *Store) writingLocked(r Route) (*Dataset, error) {
+	if s.closed {
+		return nil, ErrClosed
 	}
 	if d := s.datasets[r.Name]; d != nil {
-		s.mu.Unlock()
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		switch {
 		case d.route != r:
-			return nil, false, fmt.Errorf("dataset %s is anchored at %q, not %q: %w", r.Name, d.route.Root, r.Root, ErrExists)
+			return nil, fmt.Errorf("dataset %s is anchored at %q, not %q: %w", r.Name, d.route.Root, r.Root, ErrExists)
 		case d.state != Writing:
-			return nil, false, fmt.Errorf("dataset %s: %w", r.Name, ErrReadOnly)
+			return nil, fmt.Errorf("dataset %s: %w", r.Name, ErrReadOnly)
 		}
-		return d, false, nil
+		return d, nil
 	}
 	if err := layout.CheckDatasetName(r.Name); err != nil {
-		s.mu.Unlock()
-		return nil, false, fmt.Errorf("%w: %v", ErrNoDataset, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoDataset, err)
 	}
 	if s.ro.active() {
 		// Refused before the job hears of it, unless the state can be
 		// written again by now.
 		if err := s.persistLocked(); err != nil {
-			err = s.refuseStartLocked(r, err)
-			s.mu.Unlock()
-			return nil, false, err
+			return nil, s.refuseStartLocked(r, err)
 		}
 	}
-	if s.opts.OnStart != nil {
-		s.mu.Unlock()
-		if err := s.opts.OnStart(r); err != nil {
-			return nil, false, fmt.Errorf("start dataset %s: %w", r.Name, err)
-		}
-		// Someone may have created it while we asked.
-		return s.obtainStarted(r)
-	}
-	return s.createLocked(r)
+	return nil, nil
 }
 
 // Started creates writing dataset r because the job started it on another
-// node (every node shows every dataset directory), without asking OnStart;
-// a dataset of that name already here is returned as it is.
+// node (every node shows every dataset directory); a dataset of that name
+// already here is returned as it is.
 func (s *Store) Started(r Route) (*Dataset, error) {
 	if err := layout.CheckRoute(r.Name, string(r.Kind), r.Root); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrNoDataset, err)
 	}
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
 	if d := s.datasets[r.Name]; d != nil {
 		s.mu.Unlock()
 		return d, nil
 	}
-	s.mu.Unlock()
-	d, created, err := s.obtainStarted(r)
-	if created {
-		// As mkdir(2) with the usual umask makes it; the creator's own
-		// mode is not known here.
-		if err := s.cache.Chmod(r.Name, startedMode); err != nil {
-			s.log.Warn("mode of a dataset directory another node started", "dataset", r.Name, "err", err)
-		}
-	}
+	d, _, err := s.createLocked(r, true)
 	return d, err
 }
 
 // startedMode is the mode of the directory of a dataset another node
-// started.
+// started: as mkdir(2) with the usual umask makes it; the creator's own
+// mode is not known here.
 const startedMode = 0o755
 
-// obtainStarted is Obtain after OnStart agreed: it returns the dataset if
-// it appeared meanwhile, else creates it.
-func (s *Store) obtainStarted(r Route) (*Dataset, bool, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, false, ErrClosed
-	}
-	if d := s.datasets[r.Name]; d != nil {
-		s.mu.Unlock()
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if d.route != r || d.state != Writing {
-			return nil, false, fmt.Errorf("dataset %s changed while it started: %w", r.Name, ErrExists)
-		}
-		return d, false, nil
-	}
-	return s.createLocked(r)
-}
-
-// createLocked creates writing dataset r and unlocks s.mu.
-func (s *Store) createLocked(r Route) (*Dataset, bool, error) {
+// createLocked creates writing dataset r, here by the application or, with
+// byJob, because another node started it, and unlocks s.mu.
+func (s *Store) createLocked(r Route, byJob bool) (*Dataset, bool, error) {
 	d := s.newDatasetLocked(r)
 	// State first, then the directory: a crash in between leaves a state
 	// entry whose directory recover() recreates, never an orphan.
@@ -348,6 +320,13 @@ func (s *Store) createLocked(r Route) (*Dataset, bool, error) {
 		s.mu.Unlock()
 		return nil, false, fmt.Errorf("create dataset %s: %w", r.Name, err)
 	}
+	// The application's own mkdir sets its mode (fs); one another node
+	// started gets the usual one, whatever the daemon's umask.
+	if byJob {
+		if err := s.cache.Chmod(r.Name, startedMode); err != nil {
+			s.log.Warn("mode of a dataset directory another node started", "dataset", r.Name, "err", err)
+		}
+	}
 	var older []*Dataset
 	if s.opts.Rules.Next {
 		for _, o := range s.datasets {
@@ -357,7 +336,8 @@ func (s *Store) createLocked(r Route) (*Dataset, bool, error) {
 		}
 	}
 	s.mu.Unlock()
-	s.log.Info("dataset started", "dataset", r.Name, "kind", r.Kind, "root", r.Root, "id", d.id)
+	s.log.Info("dataset started", "dataset", r.Name, "kind", r.Kind, "root", r.Root, "id", d.id, "by_job", byJob)
+	s.report(Event{Kind: EventStarted, Info: d.Info(), ByJob: byJob})
 	for _, o := range older {
 		s.ruleFired(o, "next dataset "+r.Name+" started")
 	}
@@ -385,15 +365,11 @@ func (s *Store) newDatasetLocked(r Route) *Dataset {
 	return d
 }
 
-// Rename moves a writing dataset to a new route (the application renamed its
-// directory). With the "rename" rule the dataset then completes.
+// Rename moves a writing dataset to a new route (the application renamed
+// its directory here, once the job agreed). With the "rename" rule the
+// dataset then completes.
 func (s *Store) Rename(d *Dataset, to Route) error {
-	if s.opts.OnRename != nil {
-		if err := s.opts.OnRename(d.Name(), to); err != nil {
-			return fmt.Errorf("rename dataset %s: %w", d.Name(), err)
-		}
-	}
-	return s.rename(d, to, s.opts.Rules.Rename)
+	return s.rename(d, to, false)
 }
 
 // Renamed moves this node's copy of writing dataset from to route to,
@@ -405,10 +381,10 @@ func (s *Store) Renamed(from string, to Route) error {
 	if d == nil {
 		return nil
 	}
-	return s.rename(d, to, false)
+	return s.rename(d, to, true)
 }
 
-func (s *Store) rename(d *Dataset, to Route, fire bool) error {
+func (s *Store) rename(d *Dataset, to Route, byJob bool) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -435,13 +411,15 @@ func (s *Store) rename(d *Dataset, to Route, fire bool) error {
 		s.datasets[to.Name] = d
 	}
 	d.name, d.route = to.Name, to
+	info := d.infoLocked()
 	d.mu.Unlock()
 	// Kept in memory if the state cannot be written: a dataset still
 	// being written fails at a restart under either name.
 	s.persistLocked()
 	s.mu.Unlock()
-	s.log.Info("dataset renamed", "dataset", to.Name, "from", from)
-	if fire {
+	s.log.Info("dataset renamed", "dataset", to.Name, "from", from, "by_job", byJob)
+	s.report(Event{Kind: EventRenamed, Info: info, From: from, ByJob: byJob})
+	if !byJob && s.opts.Rules.Rename {
 		s.ruleFired(d, "renamed from "+from)
 	}
 	return nil
@@ -491,8 +469,8 @@ func (s *Store) RequestComplete(name, reason string) error {
 
 // ruleFired requests completion because a rule fired here, and reports it.
 func (s *Store) ruleFired(d *Dataset, reason string) {
-	if s.requestComplete(d, reason) && s.opts.OnRuleFired != nil {
-		s.opts.OnRuleFired(d.Route(), reason)
+	if s.requestComplete(d, reason) {
+		s.report(Event{Kind: EventRuleFired, Info: d.Info(), Reason: reason})
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
-// testStore opens a store on temp dirs and records its hooks.
+// testStore opens a store on temp dirs and records its events.
 type testStore struct {
 	*Store
 	opts Options
@@ -34,17 +34,6 @@ func newTestStore(t *testing.T, rules Rules, cacheSize int, opts ...func(*Option
 		CacheSize:  cacheSize,
 		Router:     mustRouter(t, `^(?P<dataset>[^/]+)/`),
 		Rules:      rules,
-		OnComplete: func(i Info) {
-			ts.mu.Lock()
-			ts.completes = append(ts.completes, i.Name)
-			ts.mu.Unlock()
-			ts.done <- i.Name
-		},
-		OnRemove: func(i Info) {
-			ts.mu.Lock()
-			ts.removes = append(ts.removes, i.Name)
-			ts.mu.Unlock()
-		},
 	}
 	for _, o := range opts {
 		o(&ts.opts)
@@ -62,8 +51,24 @@ func (ts *testStore) reopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Listen(ts.hear)
 	ts.Store = s
 	t.Cleanup(func() { s.Close() })
+}
+
+// hear records completions and removals.
+func (ts *testStore) hear(e Event) {
+	switch e.Kind {
+	case EventCompleted:
+		ts.mu.Lock()
+		ts.completes = append(ts.completes, e.Info.Name)
+		ts.mu.Unlock()
+		ts.done <- e.Info.Name
+	case EventRemoved:
+		ts.mu.Lock()
+		ts.removes = append(ts.removes, e.Info.Name)
+		ts.mu.Unlock()
+	}
 }
 
 // write creates a dataset file of n bytes through the Open/CloseWrite protocol.
@@ -192,7 +197,7 @@ func TestEvictionKeepsCacheSize(t *testing.T) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if len(ts.removes) != 1 || ts.removes[0] != "c1" {
-		t.Fatalf("OnRemove calls %v, want [c1]", ts.removes)
+		t.Fatalf("Removed events %v, want [c1]", ts.removes)
 	}
 }
 

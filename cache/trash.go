@@ -59,16 +59,20 @@ func (s *Store) toTrash(dir string, id uint64) error {
 
 // Settled tells the store that dataset name's redundancy is settled here
 // (protected, degraded, or its metadata recorded for SINGLE), so deletes
-// need no longer wait for it.
+// need no longer wait for it. It reports Settled.
 func (s *Store) Settled(name string) {
 	s.mu.Lock()
-	if d := s.datasets[name]; d != nil {
+	d := s.datasets[name]
+	info := Info{Name: name} // flushes waiting for a dataset gone meanwhile go on too
+	if d != nil {
 		d.mu.Lock()
 		d.settleBy = time.Time{}
+		info = d.infoLocked()
 		d.mu.Unlock()
 	}
 	s.mu.Unlock()
 	s.emptyTrashSoon()
+	s.reportInfo(EventSettled, info)
 }
 
 // emptyTrashSoon wakes the emptier.

@@ -32,19 +32,10 @@ type Store interface {
 	NodeID() string
 }
 
-// Mount is told of a dataset that appeared without the application
-// creating it here (another node started it, or this node wrote nothing of
-// it), or that left (another node renamed it).
-type Mount interface {
-	Appeared(r cache.Route)
-	Forget(r cache.Route)
-}
-
 // Options configure a Completer.
 type Options struct {
 	Mux   *jobnet.Mux
 	Store Store
-	Mount Mount
 	// Nodes is the number of nodes in the job; this node is Mux.Self().
 	Nodes int
 	// Incarnation names this daemon's run (the store's datasets record it).
@@ -61,11 +52,8 @@ type Options struct {
 	// ConnectTimeout bounds asking node 0 (Begin, Join) and telling a node
 	// a round's outcome.
 	ConnectTimeout time.Duration
-	// OnRecorded hears of every dataset this node holds once the job
-	// agreed its record; it must not block.
-	OnRecorded func(*record.Record)
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // Completer is this node's part of the completion protocol. Create it with
@@ -100,9 +88,6 @@ const coordinator = 0
 func New(o Options) (*Completer, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.OnRecorded == nil {
-		o.OnRecorded = func(*record.Record) {}
 	}
 	c := &Completer{
 		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
@@ -150,8 +135,7 @@ func New(o Options) (*Completer, error) {
 func (c *Completer) Close() { c.g.Stop() }
 
 // Changed tells waiting share requests that a dataset completed or left
-// this node's cache: the daemon calls it from the store's OnComplete and
-// OnRemove.
+// this node's cache (the store's Completed and Removed events).
 func (c *Completer) Changed() {
 	c.mu.Lock()
 	close(c.changed)

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/daemon"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -22,16 +22,16 @@ func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/completion") }
 const wait = 20 * time.Second // bound of every wait: far above what a test needs
 
 // job is four nodes under xor, one set, as the reproductions run.
-func job(t *testing.T, cacheSize int) *jobtest.Job {
-	return jobtest.New(t, 4, memnet.Faults{}, jobtest.Config{
+func job(t *testing.T, cacheSize int) *nodetest.Job {
+	return nodetest.New(t, 4, memnet.Faults{}, nodetest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4, CacheSize: cacheSize,
-		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second},
+		Options: node.Options{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second},
 	})
 }
 
 // writeAll has every node but those in skip (which do not even create it)
 // write one file of dataset name.
-func writeAll(j *jobtest.Job, name string, skip ...int) {
+func writeAll(j *nodetest.Job, name string, skip ...int) {
 	for _, n := range j.Nodes {
 		if !contains(skip, n.Index) {
 			n.Write(name, map[string][]byte{"rank_" + itoa(n.Index) + ".bin": []byte(name + " from node " + itoa(n.Index))})
@@ -41,7 +41,7 @@ func writeAll(j *jobtest.Job, name string, skip ...int) {
 
 // protectAll writes each dataset on every node, completes it from node
 // from and waits until every node holds it protected.
-func protectAll(t *testing.T, j *jobtest.Job, from int, names ...string) {
+func protectAll(t *testing.T, j *nodetest.Job, from int, names ...string) {
 	t.Helper()
 	for _, name := range names {
 		writeAll(j, name)
@@ -50,7 +50,7 @@ func protectAll(t *testing.T, j *jobtest.Job, from int, names ...string) {
 	}
 }
 
-func complete(t *testing.T, j *jobtest.Job, from int, name string) {
+func complete(t *testing.T, j *nodetest.Job, from int, name string) {
 	t.Helper()
 	if err := j.Nodes[from].Protocols.Complete.Complete(context.Background(), name); err != nil {
 		t.Fatalf("complete %s from node %d: %v", name, from, err)
@@ -58,7 +58,7 @@ func complete(t *testing.T, j *jobtest.Job, from int, name string) {
 }
 
 // recordOf returns node i's record of dataset name.
-func recordOf(t *testing.T, j *jobtest.Job, i int, name string) *record.Record {
+func recordOf(t *testing.T, j *nodetest.Job, i int, name string) *record.Record {
 	t.Helper()
 	ds := j.Nodes[i].Store.Get(name)
 	if ds == nil {
@@ -254,7 +254,7 @@ func TestBeginAfterRecordRefused(t *testing.T) {
 	j.Kill(3)
 	j.Wipe(3)
 	j.Start(3)
-	_, _, err := j.Nodes[3].Store.Obtain(cache.Route{Name: "ckpt.1", Kind: cache.KindDir, Root: "ckpt.1"})
+	_, err := j.Nodes[3].Begin("ckpt.1")
 	if !errors.Is(err, cache.ErrReadOnly) {
 		t.Fatalf("starting a recorded dataset again: %v, want read-only", err)
 	}
@@ -288,7 +288,7 @@ func itoa(i int) string { return string(rune('0' + i)) }
 func TestDatasetDirectoriesJobWide(t *testing.T) {
 	j := job(t, 8)
 	j.RestartAll()
-	if _, _, err := j.Nodes[2].Store.Obtain(cache.Route{Name: "dcp_200", Kind: cache.KindDir, Root: "dcp_200"}); err != nil {
+	if _, err := j.Nodes[2].Begin("dcp_200"); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range j.Nodes {
@@ -310,8 +310,7 @@ func TestRenameJobWide(t *testing.T) {
 	j := job(t, 8)
 	j.RestartAll()
 	writeAll(j, "ckpt.tmp")
-	ds := j.Nodes[1].Store.Get("ckpt.tmp")
-	if err := j.Nodes[1].Store.Rename(ds, cache.Route{Name: "ckpt.100", Kind: cache.KindDir, Root: "ckpt.100"}); err != nil {
+	if err := j.Nodes[1].Rename("ckpt.tmp", "ckpt.100"); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range j.Nodes {

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/daemon"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 )
 
 // Node 0 restarted, with its control directory or wiped, while datasets
@@ -110,14 +110,14 @@ func TestSequenceAfterCoordinatorWiped(t *testing.T) {
 func TestRecordMissedThenRestarted(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
-	j := jobtest.New(t, 4, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+	j := nodetest.New(t, 4, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
 		if jobnet.RequestKind(kind) == "record" && to == 1 && drop.Load() {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver
-	}}, jobtest.Config{
+	}}, nodetest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4, CacheSize: 8,
-		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second},
+		Options: node.Options{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second},
 	})
 	j.RestartAll()
 	writeAll(j, "ckpt.1")
@@ -146,7 +146,7 @@ func TestRecordMissedThenRestarted(t *testing.T) {
 
 // stays fails if dataset name leaves state st on any node within d: a
 // bounded watch of the state itself.
-func stays(t *testing.T, j *jobtest.Job, d time.Duration, name string, st cache.State) {
+func stays(t *testing.T, j *nodetest.Job, d time.Duration, name string, st cache.State) {
 	t.Helper()
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
@@ -186,9 +186,9 @@ func TestShareOfAKilledWriterBeforeRestore(t *testing.T) {
 // long). With a connect timeout far above the wait, the dataset is
 // recorded and protected promptly.
 func TestCoordinatorRestartPromptWithPending(t *testing.T) {
-	j := jobtest.New(t, 4, memnet.Faults{}, jobtest.Config{
+	j := nodetest.New(t, 4, memnet.Faults{}, nodetest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4, CacheSize: 8,
-		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Minute, MemberTimeout: time.Second},
+		Options: node.Options{Timeout: time.Second, ConnectTimeout: time.Minute, MemberTimeout: time.Second},
 	})
 	j.RestartAll()
 	writeAll(j, "ckpt.1")
@@ -219,7 +219,7 @@ func TestBeginWithANodeDown(t *testing.T) {
 	j := job(t, 8)
 	j.RestartAll()
 	j.Kill(2)
-	if _, _, err := j.Nodes[1].Store.Obtain(cache.Route{Name: "ckpt.1", Kind: cache.KindDir, Root: "ckpt.1"}); err != nil {
+	if _, err := j.Nodes[1].Begin("ckpt.1"); err != nil {
 		t.Fatalf("start a dataset with node 2 down: %v", err)
 	}
 	for _, i := range []int{0, 3} {

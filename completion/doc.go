@@ -27,8 +27,9 @@
 //     application gave the one before).
 //
 // If every share stands, node 0 assigns the next sequence number and sends
-// the record to every node, which keeps it with the dataset and hands it on
-// to be protected (Options.OnRecorded). Otherwise every node fails the
+// the record to every node, which keeps it with the dataset and tells the
+// store (cache.Store.SetRecord: the store reports the dataset Recorded, and
+// the node has it protected). Otherwise every node fails the
 // dataset with the reason: nothing incomplete is ever protected, flushed or
 // listed complete. Node 0 persists its ledger, so a round interrupted by its
 // own restart is proven afterwards: nodes report their complete but

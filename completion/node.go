@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"strconv"
 	"time"
 
@@ -46,15 +45,15 @@ func (c *Completer) handleBegan(ctx context.Context, from int, m beginMsg) (any,
 	if _, err := c.o.Store.Started(r); err != nil && !errors.Is(err, cache.ErrReadOnly) {
 		return nil, err
 	}
-	c.o.Mount.Appeared(r)
 	return beganReply{ID: c.o.Store.NodeID(), Run: c.o.Incarnation}, nil
 }
 
 // Begin tells node 0 that this node is about to create dataset r for the
-// application, and returns once node 0 noted it: the store's OnStart hook.
-// A dataset the job already recorded cannot begin again (cache.ErrReadOnly).
-func (c *Completer) Begin(r cache.Route) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.ConnectTimeout)
+// application, and returns once node 0 noted it, within ConnectTimeout, or
+// when ctx (the application's call) ends. A dataset the job already
+// recorded cannot begin again (cache.ErrReadOnly).
+func (c *Completer) Begin(ctx context.Context, r cache.Route) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
 	m := beginMsg{Dataset: r.Name, Kind: string(r.Kind), Root: r.Root, ID: c.o.Store.NodeID(), Run: c.o.Incarnation}
 	err := c.o.Mux.CallRetrying(ctx, coordinator, "begin", m, nil)
@@ -81,10 +80,10 @@ func (m renameMsg) Check() error {
 }
 
 // Rename asks node 0 to rename writing dataset from to route to on every
-// node, and returns once it did: the store's OnRename hook (the
-// application renamed the directory here, as ckpt.tmp → ckpt.100).
-func (c *Completer) Rename(from string, to cache.Route) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.ConnectTimeout)
+// other node, and returns once it did (the application renames the
+// directory here, as ckpt.tmp → ckpt.100), bounded as Begin.
+func (c *Completer) Rename(ctx context.Context, from string, to cache.Route) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
 	err := c.o.Mux.CallRetrying(ctx, coordinator, "rename", renameMsg{From: from, To: to.Name, Kind: string(to.Kind), Root: to.Root}, nil)
 	if err != nil && !jobnet.IsRemote(err) {
@@ -96,25 +95,11 @@ func (c *Completer) Rename(from string, to cache.Route) error {
 // handleRenamed renames this node's copy of a dataset another node
 // renamed.
 func (c *Completer) handleRenamed(ctx context.Context, from int, m renameMsg) (any, error) {
-	old := c.o.Store.Get(m.From)
 	to := cache.Route{Name: m.To, Kind: cache.Kind(m.Kind), Root: m.Root}
 	if err := c.o.Store.Renamed(m.From, to); err != nil {
 		return nil, err
 	}
-	if old != nil {
-		c.o.Mount.Forget(cache.Route{Name: m.From, Kind: to.Kind, Root: replaceBase(m.Root, m.From, to.Kind)})
-	}
-	c.o.Mount.Appeared(to)
 	return struct{}{}, nil
-}
-
-// replaceBase returns the root a dataset had before a rename: a directory
-// dataset's root ends in its name; a flat one's is the shared directory.
-func replaceBase(root, name string, kind cache.Kind) string {
-	if kind != cache.KindDir {
-		return root
-	}
-	return path.Join(path.Dir(root), name)
 }
 
 // joinMsg introduces a node's run to node 0.
@@ -359,10 +344,10 @@ func (c *Completer) handleRecord(ctx context.Context, from int, m recordMsg) (an
 	if err := record.Save(ds.Dir(), rec); err != nil {
 		return nil, err
 	}
+	// The store reports it recorded, and it is protected under rec.
 	if err := c.o.Store.SetRecord(rec.Dataset, rec.Seq, rec.Completed); err != nil {
 		return nil, err
 	}
-	c.o.OnRecorded(rec)
 	return struct{}{}, nil
 }
 
@@ -381,7 +366,6 @@ func (c *Completer) adoptEmpty(route cache.Route, rec *record.Record) (*cache.Da
 		os.RemoveAll(staging)
 		return nil, err
 	}
-	c.o.Mount.Appeared(route)
 	return ds, nil
 }
 

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/daemon"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 )
 
 // TestNodeZeroMessagesDoNotGrow: in a job of 24 nodes, node 0 sends each
@@ -21,16 +21,16 @@ func TestNodeZeroMessagesDoNotGrow(t *testing.T) {
 	const nodes = 24
 	var mu sync.Mutex
 	sent := map[string]int{} // request kind → calls node 0 sent
-	j := jobtest.New(t, nodes, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
+	j := nodetest.New(t, nodes, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
 		if from == 0 {
 			mu.Lock()
 			sent[jobnet.RequestKind(kind)]++
 			mu.Unlock()
 		}
 		return memnet.Deliver
-	}}, jobtest.Config{
+	}}, nodetest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4, CacheSize: 2,
-		Options: daemon.ProtocolOptions{Timeout: 5 * time.Second, ConnectTimeout: 5 * time.Second, MemberTimeout: 5 * time.Second},
+		Options: node.Options{Timeout: 5 * time.Second, ConnectTimeout: 5 * time.Second, MemberTimeout: 5 * time.Second},
 	})
 	j.RestartAll()
 	mu.Lock()

@@ -192,7 +192,7 @@ func (d *Daemon) handleComplete(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if err := d.proto.Load().Complete.Complete(r.Context(), req.Name); err != nil {
+	if err := d.node.Complete.Complete(r.Context(), req.Name); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -204,10 +204,10 @@ func (d *Daemon) status() control.Status {
 	host, _ := os.Hostname()
 	st := control.Status{
 		Node: control.Node{
-			Index: d.node, Nodes: d.size, Hostname: host, PID: os.Getpid(), Version: d.version,
+			Index: d.self, Nodes: d.size, Hostname: host, PID: os.Getpid(), Version: d.version,
 			Job: d.cfg.Job.ID, Mountpoint: d.mountpoint, CacheDir: d.cacheDir, ControlDir: d.controlDir,
 			Prefix: d.cfg.Paths.Prefix, Started: d.started, Uptime: time.Since(d.started).Seconds(),
-			DataPath: d.dataPath(), RedundancyPath: d.proto.Load().Protect.DataPath(), Scheme: d.cfg.EffectiveScheme(d.size), CacheSize: d.cfg.Datasets.CacheSize,
+			DataPath: d.dataPath(), RedundancyPath: d.node.Protect.DataPath(), Scheme: d.cfg.EffectiveScheme(d.size), CacheSize: d.cfg.Datasets.CacheSize,
 			Metrics: d.metricsAddr, Ready: d.ready.Load(),
 		},
 		Datasets: []control.Dataset{},
@@ -225,14 +225,14 @@ func (d *Daemon) status() control.Status {
 	}
 	for _, ds := range d.store.Datasets() {
 		row := datasetStatus(ds.Info())
-		if v := d.proto.Load().Namespace.View(row.Name); v != nil {
+		if v := d.node.Namespace.View(row.Name); v != nil {
 			row.JobFiles, row.JobBytes = v.Files()
 			row.Clashes = v.Clashes()
 		}
 		st.Datasets = append(st.Datasets, row)
 	}
 	d.addRebuilds(&st)
-	d.proto.Load().Flusher.AddStatus(&st)
+	d.node.Flusher.AddStatus(&st)
 	for _, info := range d.store.Failures() {
 		st.Failed = append(st.Failed, datasetStatus(info))
 	}
@@ -241,7 +241,7 @@ func (d *Daemon) status() control.Status {
 
 func datasetStatus(info cache.Info) control.Dataset {
 	out := control.Dataset{
-		Name: info.Name, State: string(info.State), Files: info.Files, Bytes: info.Bytes,
+		Name: info.Name, State: string(info.State.Shown()), Files: info.Files, Bytes: info.Bytes,
 		ID: info.ID, Seq: info.Seq, Kind: string(info.Kind), Root: info.Root, Created: info.Created, Completed: info.Completed,
 		Age: time.Since(info.Created).Seconds(), Reason: info.Reason, Completing: info.Completing,
 		OpenWrite: info.Writers,
@@ -291,7 +291,7 @@ func writeError(w http.ResponseWriter, err error) {
 // addRebuilds shows rebuilds under way: on the datasets' rows where this
 // node is a survivor, as rows of state "rebuilding" where it is restored.
 func (d *Daemon) addRebuilds(st *control.Status) {
-	for _, p := range d.proto.Load().Protect.Rebuilding() {
+	for _, p := range d.node.Protect.Rebuilding() {
 		prog := &control.Progress{DoneBytes: p.Done, TotalBytes: p.Total, Started: p.Started}
 		found := false
 		for i := range st.Datasets {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,9 +16,9 @@ import (
 	"github.com/scrfs/scrfs/fs"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/namespace"
+	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/peer"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
 )
 
 // Options say what to run.
@@ -39,11 +38,12 @@ type Daemon struct {
 	started    time.Time
 	cacheDir   string
 	controlDir string
-	node, size int // node index and number of nodes in the job
+	self, size int // node index and number of nodes in the job
 
 	cluster     *cluster.Cluster
 	reg         *prometheus.Registry
 	store       *cache.Store
+	node        *node.Node
 	fsys        *fs.FS
 	mount       *fs.Mount
 	mux         *jobnet.Mux
@@ -54,28 +54,6 @@ type Daemon struct {
 	// incarnation names this run of the daemon: the datasets it creates
 	// record it, and node 0 judges shares by it.
 	incarnation string
-	// The protocols exist once the store is open; its callbacks may fire
-	// before (an idle rule's timer), and then find them nil.
-	proto atomic.Pointer[Protocols]
-}
-
-// ErrorCodes are the sentinel errors that keep their identity between
-// nodes, so that (say) a flush of a dataset node 0 does not know reaches the
-// CLI as "not found", and a node that does not hold a share yet is asked
-// again. Every node of a job uses the same list.
-var ErrorCodes = []jobnet.Code{
-	{Name: "not_found", Err: cache.ErrNotFound},
-	{Name: "read_only", Err: cache.ErrReadOnly},
-	{Name: "exists", Err: cache.ErrExists},
-	{Name: "not_empty", Err: cache.ErrNotEmpty},
-	{Name: "too_many_lost", Err: schemes.ErrTooManyLost},
-	{Name: "corrupt", Err: schemes.ErrCorrupt},
-	{Name: "mismatch", Err: schemes.ErrMismatch},
-	{Name: "not_held", Err: namespace.ErrNotHeld},
-	// A node whose control directory is full refuses what it cannot
-	// record; an application on another node sees ENOSPC too.
-	{Name: "control_full", Err: cache.ErrControlFull},
-	{Name: "no_space", Err: syscall.ENOSPC},
 }
 
 // Run runs a daemon until ctx is cancelled, then shuts it down cleanly:
@@ -100,25 +78,24 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	d.cluster, d.node, d.size = cl, cl.Self, cl.Size()
-	d.log = d.log.With("node", d.node)
-	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.node)
+	d.cluster, d.self, d.size = cl, cl.Self, cl.Size()
+	d.log = d.log.With("node", d.self)
+	d.reg = newRegistry(d.cfg.Job.ID, d.version, d.self)
 
 	if err := d.openStore(); err != nil {
 		return err
 	}
 	defer d.store.Close()
-	d.fsys = fs.New(fs.Options{Store: d.store, Logger: d.log, Registerer: d.reg})
-
-	d.mux = jobnet.NewMux(d.node, ErrorCodes...)
-	stopProtocols, err := d.startProtocols()
-	if err != nil {
+	d.mux = jobnet.NewMux(d.self, node.ErrorCodes...)
+	if err := d.buildNode(); err != nil {
 		return err
 	}
-	defer stopProtocols()
+	defer d.node.Close()
+	d.fsys = fs.New(fs.Options{Store: d.store, Job: d.node, Namespace: mountedNamespace{d.node.Namespace},
+		Logger: d.log, Registerer: d.reg})
 	// What the last run left being written can never complete: it fails
 	// before a peer (a completion round) or the application can reach it.
-	d.store.FailWriting(incomplete)
+	d.store.FailWriting(node.Incomplete)
 	if err := d.startPeers(ctx); err != nil {
 		return err
 	}
@@ -137,8 +114,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := d.mountFS(); err != nil {
 		return err
 	}
-	d.restore(ctx)
-	d.proto.Load().Flusher.Start()
+	d.node.Restore(ctx, d.cfg.Restart.FromCache)
 	d.ready.Store(true)
 	d.log.Info("scrfs ready", "mountpoint", d.mount.Dir(), "cache", d.cacheDir, "control", d.controlDir,
 		"data_path", d.dataPath(), "job", d.cfg.Job.ID, "pid", os.Getpid())
@@ -146,6 +122,9 @@ func Run(ctx context.Context, o Options) error {
 	<-ctx.Done()
 	d.log.Info("shutting down", "reason", context.Cause(ctx))
 	d.ready.Store(false)
+	// Applications waiting on the job through the mount are let go first:
+	// unmounting waits for their calls.
+	d.node.Interrupt()
 	if err := d.mount.Unmount(); err != nil {
 		return fmt.Errorf("unmount: %w", err)
 	}
@@ -189,11 +168,6 @@ func (d *Daemon) openStoreOnce() error {
 		Rules:       rulesOf(d.cfg.CompleteRules()),
 		Logger:      d.log,
 		Registerer:  d.reg,
-		OnComplete:  d.onComplete,
-		OnRemove:    d.onRemove,
-		OnRuleFired: d.onRuleFired,
-		OnStart:     d.onStart,
-		OnRename:    d.onRename,
 		Incarnation: d.incarnation,
 	})
 	if err != nil {
@@ -203,12 +177,12 @@ func (d *Daemon) openStoreOnce() error {
 	return nil
 }
 
-// startProtocols creates this node's coordination protocols before any
-// peer can call. stop closes them and waits for their goroutines.
-func (d *Daemon) startProtocols() (stop func(), err error) {
+// buildNode builds this node's protocols on the store and the mux, before
+// any peer can call. The caller closes it.
+func (d *Daemon) buildNode() error {
 	c := d.cfg
-	pr, err := NewProtocols(ProtocolOptions{
-		Mux: d.mux, Store: d.store, Mount: d.fsys, Cluster: d.cluster, Incarnation: d.incarnation, Started: d.started,
+	n, err := node.New(node.Options{
+		Store: d.store, Mux: d.mux, Cluster: d.cluster, Incarnation: d.incarnation, Started: d.started,
 		PieceSize:      int(c.Redundancy.PieceSize),
 		Timeout:        c.Redundancy.Timeout.Duration,
 		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
@@ -219,11 +193,10 @@ func (d *Daemon) startProtocols() (stop func(), err error) {
 		Logger: d.log, Registerer: d.reg,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	d.proto.Store(pr)
-	d.fsys.UseNamespace(mountedNamespace{pr.Namespace})
-	return pr.Close, nil
+	d.node = n
+	return nil
 }
 
 // readCacheBytes resolves namespace.read_cache against the cache file
@@ -282,50 +255,6 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 		}
 	}
 	return r
-}
-
-// onStart asks node 0 before the application starts a dataset here.
-func (d *Daemon) onStart(r cache.Route) error {
-	pr := d.proto.Load()
-	if pr == nil {
-		return errors.New("the daemon is still starting")
-	}
-	return pr.Complete.Begin(r)
-}
-
-// onRename renames a dataset being written on every node.
-func (d *Daemon) onRename(from string, to cache.Route) error {
-	pr := d.proto.Load()
-	if pr == nil {
-		return errors.New("the daemon is still starting")
-	}
-	return pr.Complete.Rename(from, to)
-}
-
-// onComplete wakes node 0's request for this node's share of a dataset
-// whose files just closed.
-func (d *Daemon) onComplete(info cache.Info) {
-	if pr := d.proto.Load(); pr != nil {
-		pr.Completed()
-	}
-}
-
-// onRuleFired makes a completion rule that fired here a job-wide event.
-func (d *Daemon) onRuleFired(r cache.Route, reason string) {
-	if pr := d.proto.Load(); pr != nil {
-		pr.Complete.RuleFired(r, reason)
-	}
-}
-
-// onRemove drops an evicted or failed dataset from the kernel's caches and
-// from the flush bookkeeping.
-func (d *Daemon) onRemove(info cache.Info) {
-	if d.fsys != nil {
-		d.fsys.Forget(cache.Route{Name: info.Name, Kind: info.Kind, Root: info.Root})
-	}
-	if pr := d.proto.Load(); pr != nil {
-		pr.Removed(info)
-	}
 }
 
 // mountedNamespace is the namespace as the mount asks for it.

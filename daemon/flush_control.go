@@ -14,7 +14,7 @@ func (d *Daemon) handleFlushRequest(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	reply, err := d.proto.Load().Flusher.Request(r.Context(), req)
+	reply, err := d.node.Flusher.Request(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -39,8 +39,8 @@ func (d *Daemon) handleFlushProgress(w http.ResponseWriter, r *http.Request) {
 	deadline := time.NewTimer(min(wait, time.Minute))
 	defer deadline.Stop()
 	for {
-		changed := d.proto.Load().Flusher.Changes()
-		p, err := d.proto.Load().Flusher.Progress(q.Get("name"), q.Get("round"))
+		changed := d.node.Flusher.Changes()
+		p, err := d.node.Flusher.Progress(q.Get("name"), q.Get("round"))
 		if err != nil {
 			writeError(w, err)
 			return

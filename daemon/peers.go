@@ -30,10 +30,13 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 		return err
 	}
 	c := d.cfg.Cluster
-	node, err := peer.Start(ctx, peer.Config{
+	// The endpoint closes when Run's deferred stopPeers says, not when ctx
+	// ends: the links must outlive the unmount, so that what the mount
+	// still asks the job ends as interrupted (EINTR), not as a lost link.
+	node, err := peer.Start(context.WithoutCancel(ctx), peer.Config{
 		Job:         d.cfg.Job.ID,
 		Terms:       d.cluster.Terms(),
-		Self:        d.node,
+		Self:        d.self,
 		Addrs:       d.cluster.Addrs,
 		Listen:      c.Listen,
 		Secret:      secret,
@@ -50,10 +53,10 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 	}
 	d.peer = node
 	d.mux.Attach(jobnet.OverPeer(node))
-	set, _ := d.cluster.Layout.Find(d.node)
+	set, _ := d.cluster.Layout.Find(d.self)
 	var others []int
 	for _, m := range set.Members {
-		if m != d.node {
+		if m != d.self {
 			others = append(others, m)
 		}
 	}

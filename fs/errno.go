@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"errors"
 	"os"
 	"syscall"
@@ -14,6 +15,9 @@ var errnoOf = []struct {
 	err   error
 	errno syscall.Errno
 }{
+	// The application's call was interrupted while the mount asked the
+	// job (or the daemon is stopping): it may retry.
+	{context.Canceled, syscall.EINTR},
 	{os.ErrNotExist, syscall.ENOENT},
 	{os.ErrExist, syscall.EEXIST},
 	{os.ErrPermission, syscall.EACCES},

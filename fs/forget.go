@@ -8,12 +8,12 @@ import (
 	"github.com/scrfs/scrfs/cache"
 )
 
-// Forget drops a dataset that left the cache (evicted, failed) from the node
+// forget drops a dataset that left the cache (evicted, failed) from the node
 // tree and from the kernel's name cache, so the next lookup asks the store
 // again instead of finding a stale entry. It returns at once; the kernel is
 // notified from another goroutine because a notification sent while a FUSE
 // request is being served may wait for that very request.
-func (f *FS) Forget(r cache.Route) {
+func (f *FS) forget(r cache.Route) {
 	f.dirs.drop(r.Name)
 	dir := r.Root
 	if r.Kind == cache.KindDir {
@@ -44,11 +44,11 @@ func (f *FS) Forget(r cache.Route) {
 	}()
 }
 
-// Appeared tells the kernel that dataset r now exists although the
+// appeared tells the kernel that dataset r now exists although the
 // application did not create it through this mount (another node started
 // it, a fetch or rebuild restored it), so a cached "no such file" is
 // dropped. It creates the namespace directories above it as needed.
-func (f *FS) Appeared(r cache.Route) {
+func (f *FS) appeared(r cache.Route) {
 	dir := r.Root
 	if r.Kind == cache.KindDir {
 		dir = parentOf(r.Root)

@@ -17,7 +17,13 @@ import (
 
 // Options configure an FS.
 type Options struct {
-	Store      *cache.Store
+	Store *cache.Store
+	// Job is asked before a dataset starts or is renamed; nil: a mount
+	// with no job to ask.
+	Job Job
+	// Namespace makes every complete, recorded dataset show what every
+	// node of the job wrote; nil: every node shows only its own files.
+	Namespace  Namespace
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics exported
 	// Passthrough offers the kernel the cache file's descriptor on open, so
@@ -36,8 +42,8 @@ type FS struct {
 	owner       owner // of namespace directories
 	root        *nsNode
 	unknownErrs sync.Map // error texts already logged by toErrno
-	restore     restoring
 	dirs        dirCache
+	job         Job
 	ns          Namespace // nil: every node shows only its own files
 
 	// server is set once mounted; nodes use it for kernel notifications.
@@ -61,8 +67,14 @@ func New(opts Options) *FS {
 		metrics:     newMetrics(opts.Registerer),
 		passthrough: opts.Passthrough,
 		owner:       owner{uint32(os.Getuid()), uint32(os.Getgid())},
+		job:         opts.Job,
+		ns:          opts.Namespace,
+	}
+	if f.job == nil {
+		f.job = alone{}
 	}
 	f.root = f.newNSNode(0o755)
+	opts.Store.Listen(f.hear)
 	return f
 }
 

@@ -109,11 +109,15 @@ func newTestFS(t testing.TB, mc mountConfig) (*testMount, *FS) {
 		CacheDir:   jobdir.Path{Base: base, Names: []string{"cache"}},
 		ControlDir: jobdir.Path{Base: base, Names: []string{"control"}},
 		CacheSize:  mc.cacheSize, Router: router, Rules: mc.rules, Logger: log,
-		OnComplete: func(i cache.Info) { tm.completed <- i.Name },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	tm.store.Listen(func(e cache.Event) {
+		if e.Kind == cache.EventCompleted {
+			tm.completed <- e.Info.Name
+		}
+	})
 	t.Cleanup(func() { tm.store.Close() })
 	return tm, New(Options{Store: tm.store, Logger: log})
 }

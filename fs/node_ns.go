@@ -141,7 +141,7 @@ func (n *nsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	d, created, err := n.fsys.store.Obtain(r)
+	d, created, err := n.fsys.obtain(ctx, r)
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}

@@ -24,7 +24,7 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		return child.EmbeddedInode(), 0
 	}
 	p := n.childPath(name)
-	n.fsys.awaitRestored(n.mountPath(), p)
+	n.fsys.store.AwaitRestored(ctx, n.mountPath(), p)
 	if d := n.anchoredDataset(p, true); d != nil {
 		return n.datasetRootNode(ctx, d, out)
 	}

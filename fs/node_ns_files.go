@@ -16,7 +16,7 @@ import (
 // path p (a child of n) belongs to, creating the dataset if needed. Paths
 // that match no dataset are refused with EPERM and a log line: silently
 // accepting a file nobody will protect would be worse.
-func (n *nsNode) flatDataset(p string) (*cache.Dataset, syscall.Errno) {
+func (n *nsNode) flatDataset(ctx context.Context, p string) (*cache.Dataset, syscall.Errno) {
 	r, err := n.fsys.router.Route(p, false)
 	if errors.Is(err, cache.ErrNoDataset) {
 		n.fsys.log.Warn("refused a file outside any dataset (check datasets.match)", "path", "/"+p)
@@ -25,7 +25,7 @@ func (n *nsNode) flatDataset(p string) (*cache.Dataset, syscall.Errno) {
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
-	d, _, err := n.fsys.store.Obtain(r)
+	d, _, err := n.fsys.obtain(ctx, r)
 	if err != nil {
 		return nil, n.fsys.toErrno(err)
 	}
@@ -38,7 +38,7 @@ func (n *nsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 	if errno := n.mayChange(ctx); errno != 0 {
 		return nil, nil, 0, errno
 	}
-	d, errno := n.flatDataset(n.childPath(name))
+	d, errno := n.flatDataset(ctx, n.childPath(name))
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
@@ -52,7 +52,7 @@ func (n *nsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 	if errno := n.mayChange(ctx); errno != 0 {
 		return nil, errno
 	}
-	d, errno := n.flatDataset(n.childPath(name))
+	d, errno := n.flatDataset(ctx, n.childPath(name))
 	if errno != 0 {
 		return nil, errno
 	}
@@ -71,7 +71,7 @@ func (n *nsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 	if errno := n.mayChange(ctx); errno != 0 {
 		return nil, errno
 	}
-	d, errno := n.flatDataset(n.childPath(name))
+	d, errno := n.flatDataset(ctx, n.childPath(name))
 	if errno != 0 {
 		return nil, errno
 	}
@@ -220,7 +220,7 @@ func (n *nsNode) renameDataset(ctx context.Context, d *cache.Dataset, np *nsNode
 		}
 		n.fsys.dirs.drop(old.Name())
 	}
-	if err := n.fsys.store.Rename(d, r); err != nil {
+	if err := n.fsys.rename(ctx, d, r); err != nil {
 		return n.fsys.toErrno(err)
 	}
 	n.touch()

@@ -36,10 +36,6 @@ type RemoteFile interface {
 	Close()
 }
 
-// UseNamespace makes every complete, recorded dataset show what every node
-// of the job wrote, not only this node's files. Call it before Mount.
-func (f *FS) UseNamespace(ns Namespace) { f.ns = ns }
-
 // remoteNode is an entry of a complete dataset that this node's cache
 // directory of it does not have: a file, symlink or directory another node
 // wrote (or one this node holds for a node gone from the job). Its

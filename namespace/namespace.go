@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -39,8 +38,11 @@ type Options struct {
 	// MemberTimeout bounds how long a read waits for a holder that is down
 	// (it may come back, or be rebuilt on a replacement).
 	MemberTimeout time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// Roster finds the node that holds a share rebuilt onto another node;
+	// nil: every share is served by the node that wrote it.
+	Roster     *record.Roster
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // ErrNotHeld is the holder's answer when it does not hold (or no longer,
@@ -59,7 +61,6 @@ type Namespace struct {
 	metrics *metrics
 
 	mu       sync.Mutex
-	ids      []string                            // every node's identity, by index, as the job last took stock
 	views    map[string]*record.View             // by dataset
 	remotes  map[string]*Remote                  // files being fetched, by read cache path
 	verified map[string]map[string]*verifiedFile // files this node checked before serving them, by dataset and member/path
@@ -129,35 +130,29 @@ func (n *Namespace) recordOf(ds *cache.Dataset) (*record.Record, error) {
 	return record.Load(ds.Dir())
 }
 
-// SetMembers tells the namespace every node's identity, by index (""
-// where unknown): where the holders of shares rebuilt onto other nodes are.
-func (n *Namespace) SetMembers(ids []string) {
-	n.mu.Lock()
-	n.ids = slices.Clone(ids)
-	n.mu.Unlock()
-}
-
 // holder returns the index of the node that holds e's share: the node of
 // its holder's identity, else (the job has not taken stock since) the node
 // that wrote it.
 func (n *Namespace) holder(e *record.Entry) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if i := slices.Index(n.ids, e.Holder); i >= 0 {
-		return i
+	if n.o.Roster != nil {
+		if i := n.o.Roster.Index(e.Holder); i >= 0 {
+			return i
+		}
 	}
 	return e.Node
 }
 
 // Revised forgets the view of dataset name: its record was revised (a
-// share moved), and the next View reads it again.
+// share moved: the store's Revised event), and the next View reads it
+// again.
 func (n *Namespace) Revised(name string) {
 	n.mu.Lock()
 	delete(n.views, name)
 	n.mu.Unlock()
 }
 
-// Drop forgets dataset name (it left the cache): its view and what the read
+// Drop forgets dataset name (it left the cache: the store's Removed
+// event): its view and what the read
 // cache holds of it.
 func (n *Namespace) Drop(name string) {
 	n.mu.Lock()

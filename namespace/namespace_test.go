@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/daemon"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/namespace"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -30,10 +30,10 @@ const wait = 20 * time.Second
 // dcpJob is four nodes under the given scheme with a DCP-like checkpoint:
 // a shard per rank, node 0's .metadata and replicated tensor file, and a
 // config.json every rank writes (a clash).
-func dcpJob(t *testing.T, scheme layout.Scheme, faults memnet.Faults) (*jobtest.Job, map[string][]byte) {
-	j := jobtest.New(t, 4, faults, jobtest.Config{
+func dcpJob(t *testing.T, scheme layout.Scheme, faults memnet.Faults) (*nodetest.Job, map[string][]byte) {
+	j := nodetest.New(t, 4, faults, nodetest.Config{
 		Scheme: scheme, SetSize: 4,
-		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second},
+		Options: node.Options{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second},
 	})
 	j.RestartAll()
 	want := map[string][]byte{}
@@ -75,12 +75,12 @@ func sum(b []byte) string {
 
 // open opens path p of dataset on node i: the path of a whole copy, or the
 // copy being fetched.
-func open(t *testing.T, j *jobtest.Job, i int, dataset, p string) (string, *namespace.Remote, error) {
+func open(t *testing.T, j *nodetest.Job, i int, dataset, p string) (string, *namespace.Remote, error) {
 	t.Helper()
 	return j.Nodes[i].Protocols.Namespace.Open(context.Background(), dataset, lookup(t, j, i, dataset, p))
 }
 
-func lookup(t *testing.T, j *jobtest.Job, i int, dataset, p string) *record.Entry {
+func lookup(t *testing.T, j *nodetest.Job, i int, dataset, p string) *record.Entry {
 	t.Helper()
 	v := j.Nodes[i].Protocols.Namespace.View(dataset)
 	if v == nil {
@@ -95,13 +95,13 @@ func lookup(t *testing.T, j *jobtest.Job, i int, dataset, p string) *record.Entr
 
 // readChunks reads path p of dataset on node i whole, in reads of chunk
 // bytes.
-func readChunks(t *testing.T, j *jobtest.Job, i int, dataset, p string, chunk int) ([]byte, error) {
+func readChunks(t *testing.T, j *nodetest.Job, i int, dataset, p string, chunk int) ([]byte, error) {
 	t.Helper()
 	return j.ReadFile(context.Background(), i, dataset, lookup(t, j, i, dataset, p), chunk)
 }
 
 // read reads path p of dataset on node i whole.
-func read(t *testing.T, j *jobtest.Job, i int, dataset, p string) ([]byte, error) {
+func read(t *testing.T, j *nodetest.Job, i int, dataset, p string) ([]byte, error) {
 	t.Helper()
 	return readChunks(t, j, i, dataset, p, 128<<10)
 }

@@ -13,11 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/daemon"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -32,24 +32,24 @@ const (
 // small.bin (smallSize); it
 // returns the bytes, every node's metrics, and the count of read requests
 // each node sent.
-func bigJob(t *testing.T) (*jobtest.Job, []byte, []*prometheus.Registry, []*atomic.Int64) {
+func bigJob(t *testing.T) (*nodetest.Job, []byte, []*prometheus.Registry, []*atomic.Int64) {
 	regs := make([]*prometheus.Registry, 4)
 	calls := make([]*atomic.Int64, 4)
 	for i := range regs {
 		calls[i] = new(atomic.Int64)
 	}
-	j := jobtest.New(t, 4, memnet.Faults{
+	j := nodetest.New(t, 4, memnet.Faults{
 		Call: func(from, to int, kind string) memnet.Drop {
 			if kind == "ns-read" {
 				calls[from].Add(1)
 			}
 			return memnet.Deliver
 		},
-	}, jobtest.Config{
+	}, nodetest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4,
-		Options: daemon.ProtocolOptions{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second,
+		Options: node.Options{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second,
 			FetchWhole: 64 << 20},
-		PerNode: func(i int, o *daemon.ProtocolOptions) {
+		PerNode: func(i int, o *node.Options) {
 			regs[i] = prometheus.NewRegistry()
 			o.Registerer = regs[i]
 		},

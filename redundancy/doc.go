@@ -7,13 +7,15 @@
 // degrade while a member is away, encode what never was) and carries it out.
 //
 // Contract. Every dataset this node completes ends settled — protected,
-// degraded with a reason, failed with a reason, or complete under SINGLE —
-// and Options.OnSettled hears of it once it is. Nothing is deleted except on
+// degraded with a reason, failed with a reason, or recorded under SINGLE —
+// and the store hears of it once it is (Store.Settled: the store reports
+// the dataset settled to whoever waits for it). Nothing is deleted except on
 // a plan the set's coordinator made from every answering member's verified
 // inventory. Every goroutine the package starts is owned by its Protector
 // and gone when Close returns.
 //
 // It talks to the rest of the daemon only through what New is given: the
-// cache store and the mount as narrow interfaces, the job's jobnet.Mux, and
-// callbacks. It never imports fs, flush or the daemon.
+// cache store as a narrow interface (what it does to a dataset, the store
+// reports as events), the job's jobnet.Mux and the job's record.Roster. It
+// never imports fs, flush or the daemon.
 package redundancy

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/daemon"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -29,7 +29,7 @@ var (
 
 // fixture is a job of nodes running the protocols, in sets of p.Size.
 type fixture struct {
-	*jobtest.Job
+	*nodetest.Job
 	params schemes.Params
 
 	mu  sync.Mutex
@@ -47,10 +47,10 @@ func newFixture(t *testing.T, p schemes.Params, faults memnet.Faults) *fixture {
 // newSets is a job of sets redundancy sets of p.Size nodes each: nodes
 // 0..p.Size-1 form set 0, and so on.
 func newSets(t *testing.T, p schemes.Params, sets int, faults memnet.Faults) *fixture {
-	cfg := jobtest.Config{
+	cfg := nodetest.Config{
 		Scheme:  layout.Scheme{Kind: p.Kind.String(), Replicas: p.Replicas, Parity: p.Parity},
 		SetSize: p.Size,
-		Options: daemon.ProtocolOptions{
+		Options: node.Options{
 			PieceSize:      p.PieceSize,
 			Timeout:        400 * time.Millisecond,
 			ConnectTimeout: time.Second,
@@ -58,14 +58,14 @@ func newSets(t *testing.T, p schemes.Params, sets int, faults memnet.Faults) *fi
 		},
 	}
 	return &fixture{
-		Job:     jobtest.New(t, p.Size*sets, faults, cfg),
+		Job:     nodetest.New(t, p.Size*sets, faults, cfg),
 		params:  p,
 		rng:     rand.New(rand.NewPCG(1, uint64(p.Kind))),
 		written: map[string]map[int]map[string]string{},
 	}
 }
 
-func (f *fixture) p(i int) *daemon.Protocols { return f.Nodes[i].Protocols }
+func (f *fixture) p(i int) *node.Node { return f.Nodes[i].Protocols }
 
 // startAll starts every node, as a job's first start.
 func (f *fixture) startAll() { f.RestartAll() }

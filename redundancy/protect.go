@@ -69,7 +69,7 @@ type waiter struct {
 // Protect applies redundancy to a dataset whose record the job just
 // agreed, in the background, under the record's scheme and sets. It always
 // ends with the dataset protected, degraded with a reason, or (SINGLE)
-// complete with its metadata recorded, and then OnSettled; unless the
+// recorded with its metadata, and then Store.Settled; unless the
 // Protector closes first.
 //
 // One protect of a dataset runs on a node at a time. Asked again while one
@@ -196,7 +196,7 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 	// over, which settles it.
 	defer func() {
 		if !pr.wasSuperseded() {
-			p.o.OnSettled(name)
+			p.o.Store.Settled(name)
 		}
 	}()
 	params, m, err := p.operation(rec, ds.Dir())

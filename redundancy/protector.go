@@ -10,6 +10,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/internal/group"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -29,21 +30,20 @@ type Store interface {
 	TakeSpare() string
 	NodeID() string
 	CacheSize() int
-}
-
-// Mount is what the protocols tell the file system: a dataset appeared
-// without the application creating it here, or is about to be restored
-// (lookups of it wait, at most wait, until done is called).
-type Mount interface {
-	Appeared(r cache.Route)
+	// Restoring makes the mount's lookups of r wait, at most wait, until
+	// done is called: r is about to be rebuilt here.
 	Restoring(r cache.Route, wait time.Duration) (done func())
+	// Settled and Revised report what the store's events say (see
+	// cache.Event): the dataset's redundancy is settled here, its record
+	// was revised.
+	Settled(name string)
+	Revised(name string)
 }
 
 // Options configure a Protector.
 type Options struct {
 	Mux   *jobnet.Mux
 	Store Store
-	Mount Mount
 	// Nodes is the number of nodes in the job; this node is Mux.Self().
 	Nodes int
 	// Params are the scheme new datasets are protected with (each dataset
@@ -58,16 +58,10 @@ type Options struct {
 	// MemberTimeout bounds how long stock-taking waits for a member's
 	// inventory (restart.member_timeout), and lookups for a rebuild.
 	MemberTimeout time.Duration
-	// OnSettled is called once a dataset's redundancy is settled here:
-	// protected, degraded, or recorded under SINGLE. It must not block.
-	OnSettled func(name string)
-	// OnMembers is called with the identity of every node of the job, by
-	// index ("" for one that did not answer), after each stock-taking.
-	OnMembers func(ids []string)
-	// OnRevised is called when a dataset's record here was revised (a
-	// share moved to another node). It must not block.
-	OnRevised func(name string)
-	Logger    *slog.Logger
+	// Roster learns the identity of every node of the job after each
+	// stock-taking; nil: nobody reads it.
+	Roster *record.Roster
+	Logger *slog.Logger
 	// Registerer receives the scrfs_redundancy_* and scrfs_rebuild_*
 	// series; nil means none.
 	Registerer prometheus.Registerer
@@ -106,14 +100,8 @@ func New(o Options) (*Protector, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.OnSettled == nil {
-		o.OnSettled = func(string) {}
-	}
-	if o.OnMembers == nil {
-		o.OnMembers = func([]string) {}
-	}
-	if o.OnRevised == nil {
-		o.OnRevised = func(string) {}
+	if o.Roster == nil {
+		o.Roster = &record.Roster{}
 	}
 	p := &Protector{
 		o:        o,

@@ -299,7 +299,7 @@ func (p *Protector) handleMemberStarted(ctx context.Context, from int, _ struct{
 
 // handleMembers hears who the job's nodes are.
 func (p *Protector) handleMembers(ctx context.Context, from int, m membersMsg) (any, error) {
-	p.o.OnMembers(m.IDs)
+	p.o.Roster.Set(m.IDs)
 	return struct{}{}, nil
 }
 
@@ -398,7 +398,7 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 		if err := resetDir(member.Dir); err != nil {
 			return err
 		}
-		done := p.o.Mount.Restoring(route, p.o.MemberTimeout)
+		done := p.o.Store.Restoring(route, p.o.MemberTimeout)
 		defer done()
 	default:
 		if ds == nil {
@@ -469,12 +469,12 @@ func (p *Protector) ownsAnother(rec *record.Record, m *record.Member) bool {
 }
 
 // revise keeps a revised record of ds (who holds which share now) and
-// tells OnRevised.
+// tells the store.
 func (p *Protector) revise(ds *cache.Dataset, rec *record.Record) error {
 	if err := record.Save(ds.Dir(), rec); err != nil {
 		return err
 	}
-	p.o.OnRevised(rec.Dataset)
+	p.o.Store.Revised(rec.Dataset)
 	return nil
 }
 
@@ -551,9 +551,6 @@ func (p *Protector) adoptRebuilt(route cache.Route, dir string, rec *record.Reco
 		}
 		seq, completed = rec.Seq, rec.Completed
 	}
-	if _, err := p.o.Store.Adopt(route, cache.Protected, dir, seq, completed); err != nil {
-		return err
-	}
-	p.o.Mount.Appeared(route)
-	return nil
+	_, err := p.o.Store.Adopt(route, cache.Protected, dir, seq, completed)
+	return err
 }

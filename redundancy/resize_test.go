@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -70,7 +70,7 @@ func TestRestartOnFewerNodesAndBack(t *testing.T) {
 					if !ok {
 						t.Fatalf("node %d does not show %s", i, path)
 					}
-					b, err := f.ReadFile(jobtest.Ctx(t), i, "ckpt.1", e, 1<<20)
+					b, err := f.ReadFile(nodetest.Ctx(t), i, "ckpt.1", e, 1<<20)
 					if err != nil {
 						t.Fatalf("node %d reads %s: %v", i, path, err)
 					}
@@ -185,7 +185,7 @@ func TestRestartInAnotherOrder(t *testing.T) {
 				if !ok {
 					t.Fatalf("node %d does not show %s", i, path)
 				}
-				b, err := f.ReadFile(jobtest.Ctx(t), i, "ckpt.1", e, 1<<20)
+				b, err := f.ReadFile(nodetest.Ctx(t), i, "ckpt.1", e, 1<<20)
 				if err != nil {
 					t.Fatalf("node %d reads %s: %v", i, path, err)
 				}

@@ -16,7 +16,8 @@
 // Close returns.
 //
 // It talks to the rest of the daemon only through what New is given: the
-// cache store and the mount as narrow interfaces, the job's jobnet.Mux, and
-// callbacks (Settled in, OnFetched out). It never imports fs, schemes or
-// the daemon.
+// cache store as a narrow interface, through which it also reports a
+// dataset the job fetched (Store.Fetched), and the job's jobnet.Mux; the
+// node tells it of the store's events it acts on (Completed, Settled,
+// Removed). It never imports fs, schemes or the daemon.
 package transfer

@@ -387,7 +387,7 @@ func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 		if ds := f.o.Store.Get(e.Name); ds != nil {
 			// Every node holds its share: the dataset gets this job's record
 			// and is protected again under today's scheme.
-			f.o.OnFetched(ds.Info())
+			f.o.Store.Fetched(ds.Name())
 		}
 	}
 	return failures, fatal

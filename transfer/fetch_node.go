@@ -86,7 +86,6 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	f.mu.Lock()
 	f.fetched[m.Dataset] = flush.IndexEntry{Name: m.Dataset, ID: m.ID}
 	f.mu.Unlock()
-	f.o.Mount.Appeared(route)
 	// It is in the prefix already: no flush needs to hold it in the cache.
 	now := time.Now()
 	f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushDone, Done: st.res.Bytes, Total: st.res.Bytes, Finished: now})

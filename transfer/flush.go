@@ -47,19 +47,16 @@ type Store interface {
 	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
 	ReserveIDs(next uint64)
 	NodeID() string
-}
-
-// Mount is told of a dataset that appeared without the application
-// creating it here (a fetch).
-type Mount interface {
-	Appeared(r cache.Route)
+	// Fetched reports (node 0) that every node adopted its share of a
+	// dataset from the prefix: it needs this job's record, and redundancy
+	// again.
+	Fetched(name string)
 }
 
 // Options configure a Flusher.
 type Options struct {
 	Mux   *jobnet.Mux
 	Store Store
-	Mount Mount
 	// Nodes is the number of nodes in the job; this node is Mux.Self().
 	Nodes int
 	// Prefix is the directory on the parallel file system; "" disables
@@ -92,9 +89,6 @@ type Options struct {
 	// RoundCheck is how long a node whose part is durable waits for the
 	// round's outcome before asking node 0 about it (0: DefaultRoundCheck).
 	RoundCheck time.Duration
-	// OnFetched is called on node 0 for a dataset every node adopted from
-	// the prefix: it needs this job's record, and redundancy again.
-	OnFetched  func(cache.Info)
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
@@ -122,7 +116,7 @@ type Flusher struct {
 	fetch     fetchState
 
 	// mu protects the fields below. Never call the store while holding mu:
-	// store callbacks (OnRemove) take it.
+	// the store's events (Removed) take it.
 	mu       sync.Mutex
 	state    flushState
 	changed  chan struct{}               // closed and replaced when a dataset settles or leaves the cache, or a round ends
@@ -140,9 +134,6 @@ type Flusher struct {
 func New(o Options) (*Flusher, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	if o.OnFetched == nil {
-		o.OnFetched = func(cache.Info) {}
 	}
 	if o.RoundCheck <= 0 {
 		o.RoundCheck = DefaultRoundCheck

@@ -10,12 +10,12 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/flush"
-	"github.com/scrfs/scrfs/internal/jobtest"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/transfer"
 )
 
@@ -27,7 +27,7 @@ const wait = 20 * time.Second // bound of every wait: far above what a test need
 // are recorded) over a shared prefix directory: these tests are about flush
 // and fetch, not redundancy.
 type fixture struct {
-	*jobtest.Job
+	*nodetest.Job
 	prefix  string
 	written map[string]map[int]map[string]string
 }
@@ -39,9 +39,9 @@ func newFixture(t *testing.T, nodes int, faults memnet.Faults) *fixture {
 // newFixtureAt is newFixture over an existing prefix (a later job's).
 func newFixtureAt(t *testing.T, nodes int, faults memnet.Faults, prefix string) *fixture {
 	return &fixture{
-		Job: jobtest.New(t, nodes, faults, jobtest.Config{
+		Job: nodetest.New(t, nodes, faults, nodetest.Config{
 			Scheme: layout.Scheme{Kind: layout.KindSingle}, SetSize: 1,
-			Options: daemon.ProtocolOptions{
+			Options: node.Options{
 				Prefix: prefix, Fetch: true, Streams: 2, CRC: true,
 				Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second,
 			},

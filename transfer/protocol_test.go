@@ -7,9 +7,9 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -34,7 +34,7 @@ func TestFlushAndFetch(t *testing.T) {
 		f.Wipe(i)
 	}
 	f.startAll()
-	f.WaitState(wait, "ckpt.1", cache.Complete, f.All()...)
+	f.WaitState(wait, "ckpt.1", cache.Recorded, f.All()...)
 	f.checkFiles("ckpt.1")
 	// Fetched, it gets this job's record again: the same place in the
 	// job's order, revised for this layout.
@@ -66,7 +66,7 @@ func TestFetchFallsBackOnCorruptPart(t *testing.T) {
 		f.Wipe(i)
 	}
 	f.startAll()
-	f.WaitState(wait, "ckpt.1", cache.Complete, f.All()...)
+	f.WaitState(wait, "ckpt.1", cache.Recorded, f.All()...)
 	f.checkFiles("ckpt.1")
 	for _, n := range f.Nodes {
 		if st, _ := n.State("ckpt.2"); st != "" {
@@ -85,7 +85,7 @@ func TestFetchFallsBackOnCorruptPart(t *testing.T) {
 func TestCoordinatorKilledMidFlush(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{})
 	// Node 2 copies slowly, so the round is still running when node 0 dies.
-	f.Cfg.PerNode = func(i int, o *daemon.ProtocolOptions) {
+	f.Cfg.PerNode = func(i int, o *node.Options) {
 		if i == 2 {
 			o.Async, o.Bandwidth = true, 256<<10
 		}

@@ -1,12 +1,12 @@
-// Package jobtest runs a job of several scrfs nodes inside one test
-// process: each node has a real cache store in its own directories, a
-// jobnet.Mux on a shared in-memory network (package memnet), and the
-// daemon's coordination protocols wired exactly as the daemon wires them
-// (daemon.NewProtocols), without FUSE. Nodes can be killed (network, then
-// protocols, then store, as a SIGKILL leaves them), wiped and started
-// again; tests wait on what the nodes' stores say, woken by every change
-// rather than by sleeping.
-package jobtest
+// Package nodetest runs a job of several scrfs nodes inside one test
+// process, as package httptest runs servers beside package http: each node
+// has a real cache store in its own directories, a jobnet.Mux on a shared
+// in-memory network (package memnet), and is built and restored by
+// package node exactly as the daemon builds and restores it, without
+// FUSE. Nodes can be killed (network, then protocols, then store, as a
+// SIGKILL leaves them), wiped and started again; tests wait on what the
+// nodes' stores say, woken by every change rather than by sleeping.
+package nodetest
 
 import (
 	"cmp"
@@ -26,11 +26,11 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/cluster"
-	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -39,12 +39,11 @@ type Config struct {
 	// Scheme and SetSize form the redundancy sets over the nodes.
 	Scheme  layout.Scheme
 	SetSize int
-	// Options are every node's protocol options (timeouts, prefix,
-	// flush); Mux, Store, Mount, Cluster, Incarnation and Logger are set
-	// per node.
-	Options daemon.ProtocolOptions
+	// Options are every node's options (timeouts, prefix, flush); Store,
+	// Mux, Cluster, Incarnation, Started and Logger are set per node.
+	Options node.Options
 	// PerNode changes one node's options, if not nil.
-	PerNode func(node int, o *daemon.ProtocolOptions)
+	PerNode func(node int, o *node.Options)
 	// CacheSize is every node's datasets.cache_size (0: 8).
 	CacheSize int
 }
@@ -72,9 +71,8 @@ type Node struct {
 	ControlDir string
 	Store      *Store // nil while the node is down
 	Mux        *jobnet.Mux
-	Mount      *Mount
 	Log        *slog.Logger
-	Protocols  *daemon.Protocols // nil while the node is down
+	Protocols  *node.Node // nil while the node is down
 
 	job *Job
 }
@@ -98,7 +96,7 @@ func (j *Job) grow(n int) {
 		dir := filepath.Join(j.base, fmt.Sprint("node", i))
 		j.Nodes = append(j.Nodes, &Node{
 			Index: i, CacheDir: filepath.Join(dir, "cache"), ControlDir: filepath.Join(dir, "control"),
-			Mount: &Mount{job: j}, job: j,
+			job: j,
 			Log: slog.New(logHandler{t: j.T, node: i}),
 		})
 	}
@@ -170,7 +168,7 @@ func (j *Job) Wait(timeout time.Duration, what string, describe func() string, c
 	}
 }
 
-// Start opens node i's store, wires its protocols and joins it to the
+// Start opens node i's store, builds the node and joins it to the
 // network. It does not restore anything (see Restart).
 func (j *Job) Start(i int) *Node {
 	j.T.Helper()
@@ -180,50 +178,28 @@ func (j *Job) Start(i int) *Node {
 		j.T.Fatal(err)
 	}
 	run := jobnet.NewToken()
-	// The store's events reach the protocols, once they exist.
-	var pr *daemon.Protocols
 	s, err := cache.Open(cache.Options{
 		CacheDir: pathOf(n.CacheDir), ControlDir: pathOf(n.ControlDir), CacheSize: cmp.Or(j.Cfg.CacheSize, 8),
 		Router: router, Logger: n.Log,
 		Incarnation: run,
-		OnComplete: func(info cache.Info) {
-			defer j.Changed()
-			if pr != nil {
-				pr.Completed()
-			}
-		},
-		OnRemove: func(info cache.Info) {
-			defer j.Changed()
-			if pr != nil {
-				pr.Removed(info)
-			}
-		},
-		OnRuleFired: func(r cache.Route, reason string) {
-			if pr != nil {
-				pr.Complete.RuleFired(r, reason)
-			}
-		},
-		OnStart:  func(r cache.Route) error { return pr.Complete.Begin(r) },
-		OnRename: func(from string, to cache.Route) error { return pr.Complete.Rename(from, to) },
 	})
 	if err != nil {
 		j.T.Fatalf("node %d: open store: %v", i, err)
 	}
 	n.Store = &Store{Store: s, job: j}
-	n.Mux = jobnet.NewMux(i, daemon.ErrorCodes...)
+	n.Mux = jobnet.NewMux(i, node.ErrorCodes...)
 	o := j.Cfg.Options
 	o.ReadCache = cmp.Or(o.ReadCache, 1<<30)
-	o.Mux, o.Store, o.Mount, o.Incarnation, o.Started, o.Logger = n.Mux, n.Store, n.Mount, run, time.Now(), n.Log
+	o.Store, o.Mux, o.Incarnation, o.Started, o.Logger = n.Store, n.Mux, run, time.Now(), n.Log
 	if o.Cluster, err = clusterOf(i, j.size, j.Cfg.Scheme, j.Cfg.SetSize); err != nil {
 		j.T.Fatal(err)
 	}
 	if j.Cfg.PerNode != nil {
 		j.Cfg.PerNode(i, &o)
 	}
-	if pr, err = daemon.NewProtocols(o); err != nil {
-		j.T.Fatalf("node %d: protocols: %v", i, err)
+	if n.Protocols, err = node.New(o); err != nil {
+		j.T.Fatalf("node %d: %v", i, err)
 	}
-	n.Protocols = pr
 	n.Mux.Attach(j.Net.Join(i, n.Mux.Serve))
 	j.Changed()
 	return n
@@ -236,12 +212,10 @@ func (j *Job) Start(i int) *Node {
 func (j *Job) Restart(i int) <-chan struct{} {
 	j.T.Helper()
 	n := j.Start(i)
-	pr, s := n.Protocols, n.Store
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pr.Restore(context.Background(), s, true, j.size)
-		pr.Flusher.Start()
+		n.Protocols.Restore(context.Background(), true)
 	}()
 	return done
 }
@@ -286,7 +260,7 @@ func clusterOf(self, n int, s layout.Scheme, setSize int) (*cluster.Cluster, err
 	if err != nil {
 		return nil, err
 	}
-	return &cluster.Cluster{Addrs: make([]string, n), Self: self, Scheme: s, Nodes: nodes, Layout: l, Source: "jobtest"}, nil
+	return &cluster.Cluster{Addrs: make([]string, n), Self: self, Scheme: s, Nodes: nodes, Layout: l, Source: "nodetest"}, nil
 }
 
 // Wipe removes node i's cache and control directories, as a replaced node
@@ -309,9 +283,9 @@ func (j *Job) Wipe(i int) {
 func (n *Node) Write(name string, files map[string][]byte) {
 	t := n.job.T
 	t.Helper()
-	ds, _, err := n.Store.Obtain(cache.Route{Name: name, Kind: cache.KindDir, Root: name})
+	ds, err := n.Begin(name)
 	if err != nil {
-		t.Fatalf("node %d: obtain %s: %v", n.Index, name, err)
+		t.Fatalf("node %d: %v", n.Index, err)
 	}
 	for rel, data := range files {
 		if err := ds.OpenWrite(); err != nil {
@@ -326,6 +300,35 @@ func (n *Node) Write(name string, files map[string][]byte) {
 		}
 		ds.CloseWrite(rel, int64(len(data)), true)
 	}
+}
+
+// Begin returns writing dataset name (a directory at the mount's root),
+// starting it as the mount does when the application makes its directory
+// here: the job hears of it first, then the store creates it.
+func (n *Node) Begin(name string) (*cache.Dataset, error) {
+	r := cache.Route{Name: name, Kind: cache.KindDir, Root: name}
+	if ds, err := n.Store.Writing(r); ds != nil || err != nil {
+		return ds, err
+	}
+	if err := n.Protocols.Begin(context.Background(), r); err != nil {
+		return nil, fmt.Errorf("begin %s: %w", name, err)
+	}
+	ds, _, err := n.Store.Obtain(r)
+	return ds, err
+}
+
+// Rename renames writing dataset from to to as the mount does when the
+// application renames its directory here: on the other nodes first.
+func (n *Node) Rename(from, to string) error {
+	ds := n.Store.Get(from)
+	if ds == nil {
+		return fmt.Errorf("rename %s: %w", from, cache.ErrNotFound)
+	}
+	r := cache.Route{Name: to, Kind: cache.KindDir, Root: to}
+	if err := n.Protocols.Rename(context.Background(), from, r); err != nil {
+		return err
+	}
+	return n.Store.Rename(ds, r)
 }
 
 // Sums returns the sha256 of every regular file of dataset name on the

@@ -1,7 +1,6 @@
-package jobtest
+package nodetest
 
 import (
-	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
@@ -49,44 +48,11 @@ func (s *Store) SetFlush(name string, st cache.FlushStatus) error {
 	return s.Store.SetFlush(name, st)
 }
 
-// Mount records what the protocols tell the file system.
-type Mount struct {
-	job *Job
-
-	mu        sync.Mutex
-	appeared  []string
-	restoring map[string]bool
-}
-
-// Appeared records that dataset r appeared.
-func (m *Mount) Appeared(r cache.Route) {
-	m.mu.Lock()
-	m.appeared = append(m.appeared, r.Name)
-	m.mu.Unlock()
-	m.job.Changed()
-}
-
-// Restoring records that r is being restored until done.
-func (m *Mount) Restoring(r cache.Route, wait time.Duration) (done func()) {
-	m.mu.Lock()
-	if m.restoring == nil {
-		m.restoring = map[string]bool{}
-	}
-	m.restoring[r.Name] = true
-	m.mu.Unlock()
-	return func() {
-		m.mu.Lock()
-		delete(m.restoring, r.Name)
-		m.mu.Unlock()
-	}
-}
-
-// Forget records nothing: the test mount has no kernel caches to drop.
-func (m *Mount) Forget(r cache.Route) { m.job.Changed() }
-
-// Appearances returns the datasets announced so far, in order.
-func (m *Mount) Appearances() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.appeared...)
+// Listen attaches l to the store's events, and wakes the job's waiters
+// after each: a protocol's change reaches the store either way.
+func (s *Store) Listen(l cache.Listener) {
+	s.Store.Listen(func(e cache.Event) {
+		defer s.job.Changed()
+		l(e)
+	})
 }

@@ -1,0 +1,63 @@
+package node
+
+import (
+	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/record"
+)
+
+// hear is what the node's protocols do at each moment of a dataset's life
+// on this node (cache/events.go says when the store reports each). Read
+// top to bottom, it is a checkpoint's way from the application's last
+// close to the prefix:
+//
+//   - a completion rule fires here: node 0 completes the dataset on every
+//     node (completion);
+//   - it completes here: node 0's request for this node's share goes on
+//     (completion), and it counts towards flush.every (transfer);
+//   - the job agrees its record: it is protected under it (redundancy);
+//   - its redundancy settles: flushes that wait for it go on (transfer);
+//   - its record is revised (a share moved): other nodes' files of it are
+//     looked up anew (namespace);
+//   - the job fetched it from the prefix: node 0 records it again, so it
+//     is protected under today's scheme (completion);
+//   - it leaves the cache: completion, flushes and the namespace forget it.
+//
+// Started, Renamed and Adopted concern the mount only (package fs hears
+// them). Each protocol's part returns at once; what takes time runs in the
+// protocol's own goroutines.
+func (n *Node) hear(e cache.Event) {
+	switch e.Kind {
+	case cache.EventRuleFired:
+		n.Complete.RuleFired(e.Route(), e.Reason)
+	case cache.EventCompleted:
+		n.Complete.Changed()
+		n.Flusher.Completed()
+	case cache.EventRecorded:
+		n.protect(e.Info)
+	case cache.EventSettled:
+		n.Flusher.Settled(e.Info.Name)
+	case cache.EventRevised:
+		n.Namespace.Revised(e.Info.Name)
+	case cache.EventFetched:
+		n.Complete.Fetched(e.Info)
+	case cache.EventRemoved:
+		n.Flusher.Lost(e.Info)
+		n.Complete.Changed()
+		n.Namespace.Drop(e.Info.Name)
+	}
+}
+
+// protect protects a recorded dataset under the record kept beside its
+// files (completion saves it there before the store reports it recorded).
+func (n *Node) protect(info cache.Info) {
+	ds := n.store.Get(info.Name)
+	if ds == nil {
+		return // gone again meanwhile: Removed said so
+	}
+	rec, err := record.Load(ds.Dir())
+	if err != nil {
+		n.log.Error("recorded dataset without a readable record: not protected", "dataset", info.Name, "err", err)
+		return
+	}
+	n.Protect.Protect(rec)
+}
