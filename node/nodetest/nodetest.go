@@ -232,15 +232,18 @@ func (j *Job) RestartAll() {
 	}
 }
 
-// Kill stops node i as a crash would: its network first, then its
-// protocols, then its store (whose state is as persisted).
+// Kill stops node i as a crash would: its protocols first (their
+// contexts end, so nothing they were doing goes on to act on the calls
+// that now fail: a killed daemon persists nothing after the kill), then
+// its network (calls to it fail as a broken link would), then its store
+// (whose state is as persisted).
 func (j *Job) Kill(i int) {
 	n := j.Nodes[i]
 	if n.Store == nil {
 		return
 	}
-	j.Net.Kill(i)
 	n.Protocols.Close()
+	j.Net.Kill(i)
 	n.Protocols = nil
 	n.Store.Close()
 	n.Store = nil
