@@ -61,6 +61,7 @@ type Options struct {
 type Completer struct {
 	o       Options
 	self    int
+	net     *jobnet.Protocol // this protocol's requests and streams on o.Mux
 	log     *slog.Logger
 	g       *group.Group
 	metrics *metrics
@@ -90,7 +91,7 @@ func New(o Options) (*Completer, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Completer{
-		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
+		o: o, self: o.Mux.Self(), net: o.Mux.Protocol("completion"), log: o.Logger, g: group.New(context.Background()),
 		metrics: newMetrics(o.Registerer),
 		changed: make(chan struct{}), rounds: map[string]bool{}, ended: map[string]string{}, runs: map[int]string{},
 		setOf: map[int][2]int{}, recalled: make(chan struct{}),
@@ -116,16 +117,16 @@ func New(o Options) (*Completer, error) {
 		}
 		c.ledger = l
 	}
-	jobnet.Handle(o.Mux, "begin", c.handleBegin)
-	jobnet.Handle(o.Mux, "began", c.handleBegan)
-	jobnet.Handle(o.Mux, "rename", c.handleRename)
-	jobnet.Handle(o.Mux, "renamed", c.handleRenamed)
-	jobnet.Handle(o.Mux, "join", c.handleJoin)
-	jobnet.Handle(o.Mux, "recall", c.handleRecall)
-	jobnet.Handle(o.Mux, "complete", c.handleComplete)
-	jobnet.Handle(o.Mux, "share", c.handleShare)
-	jobnet.Handle(o.Mux, "record", c.handleRecord)
-	jobnet.Handle(o.Mux, "fail", c.handleFail)
+	jobnet.Handle(c.net, "begin", c.handleBegin)
+	jobnet.Handle(c.net, "began", c.handleBegan)
+	jobnet.Handle(c.net, "rename", c.handleRename)
+	jobnet.Handle(c.net, "renamed", c.handleRenamed)
+	jobnet.Handle(c.net, "join", c.handleJoin)
+	jobnet.Handle(c.net, "recall", c.handleRecall)
+	jobnet.Handle(c.net, "complete", c.handleComplete)
+	jobnet.Handle(c.net, "share", c.handleShare)
+	jobnet.Handle(c.net, "record", c.handleRecord)
+	jobnet.Handle(c.net, "fail", c.handleFail)
 	return c, nil
 }
 

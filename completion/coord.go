@@ -78,7 +78,7 @@ func (c *Completer) handleRename(ctx context.Context, from int, m renameMsg) (an
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	for n, r := range c.o.Mux.Fanout(ctx, c.others(from), "renamed", m) {
+	for n, r := range c.net.Fanout(ctx, c.others(from), "renamed", m) {
 		if r.Err != nil {
 			c.log.Warn("could not rename a node's copy of a dataset", "dataset", m.From, "to", m.To, "node", n, "err", r.Err)
 		}
@@ -113,7 +113,7 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg, runs 
 		defer cancel()
 		// Each run is noted as its node answers: a round may judge the
 		// shares before a node that is down was waited out.
-		c.o.Mux.FanoutEach(ctx, c.others(starter), "began", m, func(n int, r jobnet.Reply) {
+		c.net.FanoutEach(ctx, c.others(starter), "began", m, func(n int, r jobnet.Reply) {
 			var rep beganReply
 			if err := r.Decode(&rep); err != nil {
 				c.log.Warn("could not tell a node a dataset began", "dataset", m.Dataset, "to", n, "err", err)
@@ -173,7 +173,7 @@ func (c *Completer) recall(ctx context.Context) {
 	defer c.recalledOnce.Do(func() { close(c.recalled) })
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	for n, r := range c.o.Mux.Fanout(ctx, c.others(c.self), "recall", recallMsg{}) {
+	for n, r := range c.net.Fanout(ctx, c.others(c.self), "recall", recallMsg{}) {
 		var m joinMsg
 		err := r.Decode(&m)
 		if err == nil {
@@ -407,7 +407,7 @@ func (c *Completer) collect(ctx context.Context, m completeMsg) []share {
 		req.Reason = "node " + itoa(m.From) + ": " + m.Reason
 	}
 	out := make([]share, c.o.Nodes)
-	replies := c.o.Mux.Fanout(ctx, c.all(), "share", req)
+	replies := c.net.Fanout(ctx, c.all(), "share", req)
 	for n := range out {
 		out[n].err = replies[n].Decode(&out[n].rep)
 	}
@@ -457,7 +457,7 @@ func (c *Completer) endLocked(name, why string) {
 func (c *Completer) tell(ctx context.Context, kind string, msg any, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	for n, r := range c.o.Mux.Fanout(ctx, c.all(), kind, msg) {
+	for n, r := range c.net.Fanout(ctx, c.all(), kind, msg) {
 		if r.Err != nil {
 			log.Warn("could not tell a node how a completion ended", "to", n, "outcome", kind, "err", r.Err)
 		}

@@ -111,7 +111,7 @@ func TestRecordMissedThenRestarted(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
 	j := nodetest.New(t, 4, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if jobnet.RequestKind(kind) == "record" && to == 1 && drop.Load() {
+		if jobnet.RequestKind(kind) == "completion.record" && to == 1 && drop.Load() {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver

@@ -56,7 +56,7 @@ func (c *Completer) Begin(ctx context.Context, r cache.Route) error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
 	m := beginMsg{Dataset: r.Name, Kind: string(r.Kind), Root: r.Root, ID: c.o.Store.NodeID(), Run: c.o.Incarnation}
-	err := c.o.Mux.CallRetrying(ctx, coordinator, "begin", m, nil)
+	err := c.net.CallRetrying(ctx, coordinator, "begin", m, nil)
 	if err != nil && !jobnet.IsRemote(err) {
 		return fmt.Errorf("node 0 (which must know when every dataset begins) unreachable: %w", err)
 	}
@@ -85,7 +85,7 @@ func (m renameMsg) Check() error {
 func (c *Completer) Rename(ctx context.Context, from string, to cache.Route) error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	err := c.o.Mux.CallRetrying(ctx, coordinator, "rename", renameMsg{From: from, To: to.Name, Kind: string(to.Kind), Root: to.Root}, nil)
+	err := c.net.CallRetrying(ctx, coordinator, "rename", renameMsg{From: from, To: to.Name, Kind: string(to.Kind), Root: to.Root}, nil)
 	if err != nil && !jobnet.IsRemote(err) {
 		return fmt.Errorf("node 0 (which renames a dataset on every node) unreachable: %w", err)
 	}
@@ -145,7 +145,7 @@ func (c *Completer) Join(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	if err := c.o.Mux.CallRetrying(ctx, coordinator, "join", c.joining(), nil); err != nil {
+	if err := c.net.CallRetrying(ctx, coordinator, "join", c.joining(), nil); err != nil {
 		return fmt.Errorf("join node 0: %w", err)
 	}
 	return nil
@@ -201,7 +201,7 @@ func (c *Completer) RuleFired(r cache.Route, reason string) {
 	c.g.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 		defer cancel()
-		if err := c.o.Mux.CallRetrying(ctx, coordinator, "complete", m, nil); err != nil {
+		if err := c.net.CallRetrying(ctx, coordinator, "complete", m, nil); err != nil {
 			c.log.Error("could not ask node 0 to complete a dataset; it stays incomplete", "dataset", r.Name, "err", err)
 		}
 	})
@@ -217,7 +217,7 @@ func (c *Completer) Complete(ctx context.Context, name string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
-	return c.o.Mux.CallRetrying(ctx, coordinator, "complete", m, nil)
+	return c.net.CallRetrying(ctx, coordinator, "complete", m, nil)
 }
 
 // shareReq asks a node for its share of a dataset.

@@ -41,7 +41,7 @@ func TestNodeZeroMessagesDoNotGrow(t *testing.T) {
 	j.WaitState(wait, "ckpt.1", cache.Protected, j.All()...)
 	mu.Lock()
 	defer mu.Unlock()
-	for _, kind := range []string{"began", "share", "record"} {
+	for _, kind := range []string{"completion.began", "completion.share", "completion.record"} {
 		if sent[kind] == 0 || sent[kind] > jobnet.DefaultWidth {
 			t.Errorf("node 0 sent %d %q requests for one dataset in a job of %d (want 1 to %d): %v",
 				sent[kind], kind, nodes, jobnet.DefaultWidth, sent)

@@ -248,7 +248,7 @@ func TestNamespaceAlongTheTree(t *testing.T) {
 		}
 	}
 	check("dcp_1")
-	for _, kind := range []string{"began", "share", "record"} {
+	for _, kind := range []string{"completion.began", "completion.share", "completion.record"} {
 		sample := fmt.Sprintf(`scrfs_peer_requests_total{direction="sent",kind="jobnet.fanout:%s"}`, kind)
 		if got := metric(t, c.Nodes[0], sample); got < 1 || got > 8 {
 			t.Errorf("node 0 sent %v %s requests for one dataset of 12 nodes, want 1 to 8 (the tree's width)", got, kind)

@@ -6,7 +6,10 @@
 // A Transport moves the bytes: OverPeer adapts the authenticated TCP links of
 // package peer, and package memnet is an in-memory Transport with injectable
 // faults for tests that run several nodes in one process. A Mux sits on top:
-// it holds the protocols' handlers by request kind, encodes requests and
+// it holds the protocols' handlers by request kind, each protocol in a
+// namespace of its own (Mux.Protocol: the kind "begin" of protocol
+// "completion" travels as "completion.begin", and a name or kind
+// registered twice panics at start), encodes requests and
 // answers as JSON, dispatches calls to this node's own index locally (so a
 // job of one node runs the same protocol without a network), and carries
 // errors across nodes with a code, so that a sentinel error such as

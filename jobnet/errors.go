@@ -18,7 +18,7 @@ type Code struct {
 // or, for a call this node answered itself, to the handler's own error.
 type RemoteError struct {
 	Node int    // node that ran the handler
-	Kind string // request kind
+	Kind string // request kind, as on the wire ("completion.begin")
 	Msg  string // the handler's error text
 	Code string // the sentinel's code name, "" if none matched
 	err  error

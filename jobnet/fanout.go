@@ -85,28 +85,8 @@ func (m *Mux) SetWidth(w int) {
 	m.width = max(1, w)
 }
 
-// Fanout sends req as a request of kind to every node of nodes (this one
-// too, if listed, answered here) and returns every node's reply, once each
-// has answered or failed, or ctx ended.
-//
-// The request travels along a tree rooted at this node: it calls at most
-// Width nodes, each of which passes it on to its part of the rest, and
-// answers come back the same way, so the cost per node does not grow with
-// the job. A node that cannot be reached on the way is never waited for
-// inside the tree: the node above it serves its part of the tree, and this
-// node calls it alone, waiting for its link as Call does. A hop that
-// breaks mid-way is handled alike, so a node may receive the same request
-// twice: only idempotent requests may fan out. Handlers see the origin,
-// not the node that passed the request on, as from.
-func (m *Mux) Fanout(ctx context.Context, nodes []int, kind string, req any) map[int]Reply {
-	out := make(map[int]Reply, len(nodes))
-	m.FanoutEach(ctx, nodes, kind, req, func(n int, r Reply) { out[n] = r })
-	return out
-}
-
-// FanoutEach is Fanout calling each with every node's reply as it arrives,
-// one call at a time, before it returns.
-func (m *Mux) FanoutEach(ctx context.Context, nodes []int, kind string, req any, each func(n int, r Reply)) {
+// fanoutEach is Protocol.FanoutEach of a wire kind.
+func (m *Mux) fanoutEach(ctx context.Context, nodes []int, kind string, req any, each func(n int, r Reply)) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		for _, n := range nodes {
@@ -185,7 +165,7 @@ func (m *Mux) pass(ctx context.Context, origin int, kind string, body []byte, pa
 	if tr.Reach(ctx, head) {
 		var ans hopAnswer
 		h := hop{Origin: origin, Kind: kind, Req: body, Below: below}
-		if err := m.Call(ctx, head, hopPrefix+kind, h.budgeted(ctx), &ans); err == nil {
+		if err := m.call(ctx, head, hopPrefix+kind, h.budgeted(ctx), &ans); err == nil {
 			var wg sync.WaitGroup
 			for _, n := range part {
 				env, ok := ans.Answers[n]
@@ -219,7 +199,7 @@ func (m *Mux) pass(ctx context.Context, origin int, kind string, body []byte, pa
 func (m *Mux) alone(ctx context.Context, kind string, body []byte, n int) envelope {
 	var ans hopAnswer
 	h := hop{Origin: m.self, Kind: kind, Req: body}
-	err := m.CallRetrying(ctx, n, hopPrefix+kind, h.budgeted(ctx), &ans)
+	err := m.callRetrying(ctx, n, hopPrefix+kind, h.budgeted(ctx), &ans)
 	switch env, ok := ans.Answers[n]; {
 	case err != nil && IsRemote(err):
 		return seal(m.codes, nil, err)

@@ -18,31 +18,34 @@ import (
 type Handler func(ctx context.Context, from int, req json.RawMessage) (any, error)
 
 // Mux is one node's protocols on the job's network: their handlers by
-// request kind, and calls to other nodes (or to this one, locally). Register
-// every handler before the Transport starts delivering calls.
+// request kind, and calls to other nodes (or to this one, locally), each
+// protocol in a namespace of its own (see Protocol). Register every
+// handler before the Transport starts delivering calls.
 type Mux struct {
 	self  int
 	codes []Code
 
-	mu       sync.RWMutex
-	handlers map[string]Handler
-	width    int       // of fan-outs (Fanout)
-	tr       Transport // nil in a job of one node
-	local    localStreams
+	mu        sync.RWMutex
+	protocols map[string]bool    // names given out by Protocol
+	handlers  map[string]Handler // by wire kind
+	width     int                // of fan-outs (Fanout)
+	tr        Transport          // nil in a job of one node
+	local     localStreams
 }
 
 // NewMux returns the Mux of node self. codes are the sentinel errors that
 // keep their identity across nodes; every node of a job passes the same.
 func NewMux(self int, codes ...Code) *Mux {
-	return &Mux{self: self, codes: codes, handlers: map[string]Handler{}, width: DefaultWidth}
+	return &Mux{self: self, codes: codes, protocols: map[string]bool{}, handlers: map[string]Handler{}, width: DefaultWidth}
 }
 
 // Self returns this node's index.
 func (m *Mux) Self() int { return m.self }
 
-// Handle registers h for requests of kind, replacing any earlier one, and
-// the hops that carry fan-outs of kind (see Fanout).
-func (m *Mux) Handle(kind string, h Handler) {
+// handle registers h for requests of the wire kind, and the hops that
+// carry fan-outs of kind (see fanoutEach). A second handler for a kind is
+// a programming error: it panics, naming the kind.
+func (m *Mux) handle(kind string, h Handler) {
 	hops := func(ctx context.Context, from int, raw json.RawMessage) (any, error) {
 		var req hop
 		if err := json.Unmarshal(raw, &req); err != nil {
@@ -58,33 +61,11 @@ func (m *Mux) Handle(kind string, h Handler) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.handlers[kind] != nil {
+		panic(fmt.Sprintf("jobnet: request kind %q registered twice on node %d", kind, m.self))
+	}
 	m.handlers[kind] = h
 	m.handlers[hopPrefix+kind] = hops
-}
-
-// Checker is implemented by requests that can tell whether they are well
-// formed (dataset names that are one path component, say): Handle calls
-// Check before the handler sees the request, so nothing a peer sends
-// reaches a path unchecked.
-type Checker interface {
-	Check() error
-}
-
-// Handle registers a handler whose request is decoded into a Req, and
-// checked if it is a Checker, first.
-func Handle[Req any](m *Mux, kind string, h func(ctx context.Context, from int, req Req) (any, error)) {
-	m.Handle(kind, func(ctx context.Context, from int, raw json.RawMessage) (any, error) {
-		var req Req
-		if err := json.Unmarshal(raw, &req); err != nil {
-			return nil, fmt.Errorf("bad %s request: %w", kind, err)
-		}
-		if c, ok := any(req).(Checker); ok {
-			if err := c.Check(); err != nil {
-				return nil, fmt.Errorf("bad %s request: %w", kind, err)
-			}
-		}
-		return h(ctx, from, req)
-	})
 }
 
 // Attach gives the Mux its transport; until then (and in a job of one
@@ -144,11 +125,8 @@ func (m *Mux) dispatch(ctx context.Context, from int, kind string, req []byte) (
 	return h(ctx, from, req)
 }
 
-// Call sends req to node to as a request of kind and decodes the answer
-// into resp (unless resp is nil). A call to this node runs the handler
-// here. Handler errors come back as *RemoteError; anything else means the
-// node was not reached (or the link broke: see ErrConnLost).
-func (m *Mux) Call(ctx context.Context, to int, kind string, req, resp any) error {
+// call is Protocol.Call of a wire kind.
+func (m *Mux) call(ctx context.Context, to int, kind string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("%s to node %d: %w", kind, to, err)
@@ -189,13 +167,11 @@ func (m *Mux) Call(ctx context.Context, to int, kind string, req, resp any) erro
 	return nil
 }
 
-// CallRetrying is Call that, while the link breaks with the request in
-// flight (ErrConnLost), calls again with backoff until ctx ends. Only
-// idempotent requests may use it.
-func (m *Mux) CallRetrying(ctx context.Context, to int, kind string, req, resp any) error {
+// callRetrying is Protocol.CallRetrying of a wire kind.
+func (m *Mux) callRetrying(ctx context.Context, to int, kind string, req, resp any) error {
 	backoff := 20 * time.Millisecond
 	for {
-		err := m.Call(ctx, to, kind, req, resp)
+		err := m.call(ctx, to, kind, req, resp)
 		if err == nil || !errors.Is(err, ErrConnLost) {
 			return err
 		}
@@ -206,9 +182,8 @@ func (m *Mux) CallRetrying(ctx context.Context, to int, kind string, req, resp a
 	}
 }
 
-// CallAll sends req to every node of nodes at once and returns the error of
-// each that failed.
-func (m *Mux) CallAll(ctx context.Context, nodes []int, kind string, req any) map[int]error {
+// callAll is Protocol.CallAll of a wire kind.
+func (m *Mux) callAll(ctx context.Context, nodes []int, kind string, req any) map[int]error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := map[int]error{}
@@ -216,7 +191,7 @@ func (m *Mux) CallAll(ctx context.Context, nodes []int, kind string, req any) ma
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := m.Call(ctx, n, kind, req, nil); err != nil {
+			if err := m.call(ctx, n, kind, req, nil); err != nil {
 				mu.Lock()
 				errs[n] = err
 				mu.Unlock()
@@ -227,9 +202,9 @@ func (m *Mux) CallAll(ctx context.Context, nodes []int, kind string, req any) ma
 	return errs
 }
 
-// OpenStream opens stream id to node to (see Transport); a stream to this
-// node itself is an in-process pipe.
-func (m *Mux) OpenStream(ctx context.Context, to int, id string) (Stream, error) {
+// openStream opens stream id (as on the wire) to node to (see Transport);
+// a stream to this node itself is an in-process pipe.
+func (m *Mux) openStream(ctx context.Context, to int, id string) (Stream, error) {
 	if to == m.self {
 		return m.local.open(id)
 	}
@@ -240,8 +215,8 @@ func (m *Mux) OpenStream(ctx context.Context, to int, id string) (Stream, error)
 	return tr.OpenStream(ctx, to, id)
 }
 
-// AcceptStream waits for node from to open stream id (see Transport).
-func (m *Mux) AcceptStream(ctx context.Context, from int, id string) (Stream, error) {
+// acceptStream waits for node from to open stream id (as on the wire).
+func (m *Mux) acceptStream(ctx context.Context, from int, id string) (Stream, error) {
 	if from == m.self {
 		return m.local.accept(ctx, id)
 	}

@@ -26,10 +26,11 @@ func TestOverPeer(t *testing.T) {
 	addrs := []string{freeAddr(t), freeAddr(t)}
 	codes := []jobnet.Code{{Name: "gone", Err: errGone}}
 	var nodes []*peer.Node
-	var muxes []*jobnet.Mux
+	var protos []*jobnet.Protocol
 	for i := range 2 {
 		m := jobnet.NewMux(i, codes...)
-		jobnet.Handle(m, "hello", func(ctx context.Context, from int, req string) (any, error) {
+		p := m.Protocol("test")
+		jobnet.Handle(p, "hello", func(ctx context.Context, from int, req string) (any, error) {
 			if req == "gone" {
 				return nil, fmt.Errorf("asked for %q: %w", req, errGone)
 			}
@@ -42,22 +43,22 @@ func TestOverPeer(t *testing.T) {
 		}
 		defer n.Close()
 		m.Attach(jobnet.OverPeer(n))
-		nodes, muxes = append(nodes, n), append(muxes, m)
+		nodes, protos = append(nodes, n), append(protos, p)
 	}
 	var got string
-	if err := muxes[0].Call(ctx, 1, "hello", "hi", &got); err != nil || got != "1 says hello to 0" {
+	if err := protos[0].Call(ctx, 1, "hello", "hi", &got); err != nil || got != "1 says hello to 0" {
 		t.Fatalf("answer %q, %v", got, err)
 	}
-	err := muxes[0].Call(ctx, 1, "hello", "gone", nil)
+	err := protos[0].Call(ctx, 1, "hello", "gone", nil)
 	if !errors.Is(err, errGone) || !jobnet.IsRemote(err) {
 		t.Fatalf("remote sentinel: %v", err)
 	}
-	s, err := muxes[0].OpenStream(ctx, 1, "bulk")
+	s, err := protos[0].OpenStream(ctx, 1, "bulk")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r, err := muxes[1].AcceptStream(ctx, 0, "bulk")
+	r, err := protos[1].AcceptStream(ctx, 0, "bulk")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,18 +95,19 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 	for i := range addrs {
 		addrs[i] = freeAddr(t) // node absent's address stays closed
 	}
-	var muxes []*jobnet.Mux
+	var protos []*jobnet.Protocol
 	var nodes []*peer.Node
 	var regs []*prometheus.Registry
 	for i := range size {
 		m := jobnet.NewMux(i)
 		m.SetWidth(width)
-		jobnet.Handle(m, "echo", func(ctx context.Context, from int, req string) (any, error) {
+		p := m.Protocol("test")
+		jobnet.Handle(p, "echo", func(ctx context.Context, from int, req string) (any, error) {
 			return fmt.Sprintf("%d heard %s from %d", i, req, from), nil
 		})
 		reg := prometheus.NewRegistry()
 		if i == absent {
-			muxes, nodes, regs = append(muxes, m), append(nodes, nil), append(regs, reg)
+			protos, nodes, regs = append(protos, p), append(nodes, nil), append(regs, reg)
 			continue
 		}
 		n, err := peer.Start(ctx, peer.Config{Job: "t", Self: i, Addrs: addrs, Registerer: reg,
@@ -115,7 +117,7 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 		}
 		defer n.Close()
 		m.Attach(jobnet.OverPeer(n))
-		muxes, nodes, regs = append(muxes, m), append(nodes, n), append(regs, reg)
+		protos, nodes, regs = append(protos, p), append(nodes, n), append(regs, reg)
 	}
 	all := make([]int, 0, size)
 	for i := range size {
@@ -123,13 +125,13 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 			all = append(all, i)
 		}
 	}
-	for n, r := range muxes[0].Fanout(ctx, all, "echo", "hi") {
+	for n, r := range protos[0].Fanout(ctx, all, "echo", "hi") {
 		var got string
 		if err := r.Decode(&got); err != nil || got != fmt.Sprintf("%d heard hi from 0", n) {
 			t.Fatalf("node %d: %q %v", n, got, err)
 		}
 	}
-	hops := testutil.Counter(t, regs[0], "scrfs_peer_requests_total", map[string]string{"kind": "jobnet.fanout:echo", "direction": "sent"})
+	hops := testutil.Counter(t, regs[0], "scrfs_peer_requests_total", map[string]string{"kind": "jobnet.fanout:test.echo", "direction": "sent"})
 	if hops != width {
 		t.Errorf("node 0 sent %v hops for a fan-out to %d nodes, want %d (one per part)", hops, len(all), width)
 	}
@@ -139,7 +141,7 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 
 	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
 	defer cancelShort()
-	replies := muxes[0].Fanout(short, append(all, absent), "echo", "again")
+	replies := protos[0].Fanout(short, append(all, absent), "echo", "again")
 	if err := replies[absent].Err; !errors.Is(err, jobnet.ErrUnreached) {
 		t.Fatalf("absent node %d: %v, want unreached", absent, err)
 	}

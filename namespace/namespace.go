@@ -55,6 +55,7 @@ var ErrNotHeld = errors.New("the node does not hold that share")
 type Namespace struct {
 	o       Options
 	self    int
+	net     *jobnet.Protocol // this protocol's requests and streams on o.Mux
 	log     *slog.Logger
 	g       *group.Group
 	rc      *readCache
@@ -77,12 +78,12 @@ func New(o Options) (*Namespace, error) {
 		return nil, fmt.Errorf("namespace: clear the read cache: %w", err)
 	}
 	n := &Namespace{
-		o: o, self: o.Mux.Self(), log: o.Logger, g: group.New(context.Background()),
+		o: o, self: o.Mux.Self(), net: o.Mux.Protocol("namespace"), log: o.Logger, g: group.New(context.Background()),
 		rc: newReadCache(dir, o.ReadCache), views: map[string]*record.View{},
 		remotes: map[string]*Remote{}, verified: map[string]map[string]*verifiedFile{},
 	}
 	n.metrics = newMetrics(o.Registerer, n)
-	jobnet.Handle(o.Mux, "ns-read", n.handleRead)
+	jobnet.Handle(n.net, "read", n.handleRead)
 	return n, nil
 }
 

@@ -142,7 +142,7 @@ func TestReadersShareOneTransfer(t *testing.T) {
 	var sent sync.Map
 	j, want := dcpJob(t, layout.Scheme{Kind: layout.KindXOR}, memnet.Faults{
 		Call: func(from, to int, kind string) memnet.Drop {
-			if kind == "ns-read" {
+			if kind == "namespace.read" {
 				n, _ := sent.LoadOrStore(from, new(int))
 				*n.(*int)++
 			}

@@ -40,7 +40,7 @@ func bigJob(t *testing.T) (*nodetest.Job, []byte, []*prometheus.Registry, []*ato
 	}
 	j := nodetest.New(t, 4, memnet.Faults{
 		Call: func(from, to int, kind string) memnet.Drop {
-			if kind == "ns-read" {
+			if kind == "namespace.read" {
 				calls[from].Add(1)
 			}
 			return memnet.Deliver

@@ -44,7 +44,7 @@ func (n *Namespace) handleRead(ctx context.Context, from int, m readReq) (any, e
 			return nil, fmt.Errorf("node %d does not hold member %.12s's share of %s: %w", n.self, m.Member, m.Dataset, ErrNotHeld)
 		}
 	}
-	s, err := n.o.Mux.OpenStream(ctx, from, m.Stream)
+	s, err := n.net.OpenStream(ctx, from, m.Stream)
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func (w *pieceWriter) Flush() error {
 // When mark is set each piece counts for readers as soon as it is written;
 // otherwise the caller decides.
 func (n *Namespace) receive(ctx context.Context, r *Remote, node int, sid string, off, want int64, mark bool) error {
-	s, err := n.o.Mux.AcceptStream(ctx, node, sid)
+	s, err := n.net.AcceptStream(ctx, node, sid)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (n *Namespace) fetchOnce(ctx context.Context, r *Remote, req readReq, node 
 		recv <- n.receive(ctx, r, node, req.Stream, req.Offset, want, req.Length > 0)
 	}()
 	var rep readReply
-	if err := n.o.Mux.Call(ctx, node, "ns-read", req, &rep); err != nil {
+	if err := n.net.Call(ctx, node, "read", req, &rep); err != nil {
 		cancel()
 		<-recv
 		return err

@@ -24,7 +24,7 @@ func TestRebuildTargetReplacedAgain(t *testing.T) {
 	reached, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	f := newFixture(t, xor, memnet.Faults{Delay: func(from, to int, kind string) time.Duration {
-		if kind == "rebuild" {
+		if kind == "redundancy.rebuild" {
 			once.Do(func() { close(reached) })
 			<-release
 		}
@@ -82,7 +82,7 @@ func TestProtectAskedAgainWhileEncoding(t *testing.T) {
 	var ready atomic.Bool
 	f := newFixture(t, xor, memnet.Faults{
 		Call: func(from, to int, kind string) memnet.Drop {
-			if kind == "ready" && !ready.Load() {
+			if kind == "redundancy.ready" && !ready.Load() {
 				return memnet.DropRequest
 			}
 			return memnet.Deliver
@@ -147,7 +147,7 @@ func TestFailedProtectTriesAgain(t *testing.T) {
 	var drop atomic.Bool
 	drop.Store(true)
 	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "ready" && from == 3 && drop.Load() {
+		if kind == "redundancy.ready" && from == 3 && drop.Load() {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver
@@ -189,7 +189,7 @@ func replaceNode2(t *testing.T, drop func(to int, kind string) bool) *fixture {
 func TestFailedRebuildTriedAgain(t *testing.T) {
 	var lost atomic.Bool
 	f := replaceNode2(t, func(to int, kind string) bool {
-		return kind == "rebuild" && to == 2 && lost.CompareAndSwap(false, true)
+		return kind == "redundancy.rebuild" && to == 2 && lost.CompareAndSwap(false, true)
 	})
 	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
 	f.checkFiles("ckpt.1", f.All()...)
@@ -201,7 +201,7 @@ func TestFailedRebuildTriedAgain(t *testing.T) {
 // rather than protected, as if the set were whole.
 func TestFailedRebuildDegradesSurvivors(t *testing.T) {
 	f := replaceNode2(t, func(to int, kind string) bool {
-		return (kind == "rebuild" && to == 2) || kind == "outcome"
+		return (kind == "redundancy.rebuild" && to == 2) || kind == "redundancy.outcome"
 	})
 	f.WaitState(wait, "ckpt.1", cache.Degraded, 0, 1, 3)
 }

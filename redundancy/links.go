@@ -16,7 +16,7 @@ import (
 // playing two ranks of a rebuild (its own, and one it hosts) keeps them
 // apart; of each pair the lower rank opens, the other accepts.
 type streamLinks struct {
-	mux     *jobnet.Mux
+	net     *jobnet.Protocol
 	nodes   []int  // node index of each member rank
 	rank    int    // the rank this end plays
 	prefix  string // operation id, e.g. "enc/ckpt.10/3f9a…"
@@ -45,9 +45,9 @@ func (l *streamLinks) Conn(ctx context.Context, rank int) (schemes.Conn, error) 
 	var s jobnet.Stream
 	var err error
 	if l.rank < rank {
-		s, err = l.mux.OpenStream(ctx, other, id)
+		s, err = l.net.OpenStream(ctx, other, id)
 	} else {
-		s, err = l.mux.AcceptStream(ctx, other, id)
+		s, err = l.net.AcceptStream(ctx, other, id)
 	}
 	if err != nil {
 		return nil, err
@@ -70,5 +70,5 @@ func (l *streamLinks) close() {
 // links returns the streams of one operation of the set of nodes (by
 // rank), for the end that plays rank.
 func (p *Protector) links(nodes []int, rank int, prefix string) *streamLinks {
-	return &streamLinks{mux: p.o.Mux, nodes: nodes, rank: rank, prefix: prefix, timeout: p.o.ConnectTimeout}
+	return &streamLinks{net: p.net, nodes: nodes, rank: rank, prefix: prefix, timeout: p.o.ConnectTimeout}
 }

@@ -1,7 +1,6 @@
 package redundancy_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,16 +141,14 @@ func TestSingleRecordsMetadata(t *testing.T) {
 func TestPeerNamesChecked(t *testing.T) {
 	f := newFixture(t, xor, memnet.Faults{})
 	f.startAll()
-	ctx := context.Background()
 	for kind, req := range map[string]any{
-		"complete": map[string]any{"dataset": "../../victim", "kind": "dir", "root": "../../victim"},
-		"ready":    map[string]any{"dataset": ".scrfs", "rank": 1},
-		"rebuild":  map[string]any{"dataset": map[string]any{"name": "a/b"}, "lost": []int{1}},
-		"outcome":  map[string]any{"dataset": map[string]any{"name": ".."}, "kind": "fail"},
+		"completion.complete": map[string]any{"dataset": "../../victim", "kind": "dir", "root": "../../victim"},
+		"redundancy.ready":    map[string]any{"dataset": ".scrfs", "rank": 1},
+		"redundancy.rebuild":  map[string]any{"dataset": map[string]any{"name": "a/b"}, "lost": []int{1}},
+		"redundancy.outcome":  map[string]any{"dataset": map[string]any{"name": ".."}, "kind": "fail"},
 	} {
-		err := f.Nodes[1].Mux.Call(ctx, 0, kind, req, nil)
-		if err == nil || !strings.Contains(err.Error(), "bad "+kind+" request") {
-			t.Errorf("%s with a made-up name: %v", kind, err)
+		if answer := f.Forge(1, 0, kind, req); !strings.Contains(answer, "bad "+kind+" request") {
+			t.Errorf("%s with a made-up name: %s", kind, answer)
 		}
 	}
 	if dss := f.Nodes[0].Store.Datasets(); len(dss) != 0 {

@@ -216,7 +216,7 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 	coord := m.Set.Nodes[0]
 	verdict := p.await(name, try)
 	rctx, cancel := context.WithTimeout(ctx, p.o.ConnectTimeout)
-	err = p.o.Mux.CallRetrying(rctx, coord, "ready", readyMsg{Dataset: name, Rank: m.Rank, Nodes: m.Set.Nodes, Try: try}, nil)
+	err = p.net.CallRetrying(rctx, coord, "ready", readyMsg{Dataset: name, Rank: m.Rank, Nodes: m.Set.Nodes, Try: try}, nil)
 	cancel()
 	if ctx.Err() != nil { // closing, or a later protect took over
 		p.abandon(name, verdict, verdictClosing)
@@ -293,7 +293,7 @@ func (p *Protector) retake(name string) {
 	p.g.Go(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout+p.o.ConnectTimeout)
 		defer cancel()
-		if err := p.o.Mux.Call(ctx, stockTaker, "retake", retakeMsg{Dataset: name}, nil); err != nil {
+		if err := p.net.Call(ctx, stockTaker, "retake", retakeMsg{Dataset: name}, nil); err != nil {
 			p.log.Warn("could not ask node 0 to take stock again", "dataset", name, "err", err)
 		}
 	})

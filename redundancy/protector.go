@@ -72,6 +72,7 @@ type Options struct {
 type Protector struct {
 	o       Options
 	self    int
+	net     *jobnet.Protocol // this protocol's requests and streams on o.Mux
 	log     *slog.Logger
 	bufs    *schemes.Buffers
 	metrics *metrics
@@ -106,6 +107,7 @@ func New(o Options) (*Protector, error) {
 	p := &Protector{
 		o:        o,
 		self:     o.Mux.Self(),
+		net:      o.Mux.Protocol("redundancy"),
 		log:      o.Logger,
 		bufs:     schemes.NewBuffers(),
 		metrics:  newMetrics(o.Registerer),
@@ -119,14 +121,14 @@ func New(o Options) (*Protector, error) {
 
 		rebuildRetries: map[string]int{},
 	}
-	jobnet.Handle(o.Mux, "ready", p.handleReady)
-	jobnet.Handle(o.Mux, "verdict", p.handleVerdict)
-	jobnet.Handle(o.Mux, "inventory", p.handleInventory)
-	jobnet.Handle(o.Mux, "member-started", p.handleMemberStarted)
-	jobnet.Handle(o.Mux, "retake", p.handleRetake)
-	jobnet.Handle(o.Mux, "rebuild", p.handleRebuild)
-	jobnet.Handle(o.Mux, "outcome", p.handleOutcome)
-	jobnet.Handle(o.Mux, "members", p.handleMembers)
+	jobnet.Handle(p.net, "ready", p.handleReady)
+	jobnet.Handle(p.net, "verdict", p.handleVerdict)
+	jobnet.Handle(p.net, "inventory", p.handleInventory)
+	jobnet.Handle(p.net, "member-started", p.handleMemberStarted)
+	jobnet.Handle(p.net, "retake", p.handleRetake)
+	jobnet.Handle(p.net, "rebuild", p.handleRebuild)
+	jobnet.Handle(p.net, "outcome", p.handleOutcome)
+	jobnet.Handle(p.net, "members", p.handleMembers)
 	return p, nil
 }
 
@@ -164,7 +166,7 @@ func (p *Protector) tell(kind string, msg any, nodes []int, what string, dataset
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := p.o.Mux.CallRetrying(ctx, n, kind, msg, nil); err != nil {
+				if err := p.net.CallRetrying(ctx, n, kind, msg, nil); err != nil {
 					p.log.Warn(what, "dataset", dataset, "to", n, "err", err)
 				}
 			}()

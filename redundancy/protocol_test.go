@@ -127,7 +127,7 @@ func TestMemberDownFailsDataset(t *testing.T) {
 // redundancy.timeout; its data is kept everywhere.
 func TestVerdictTimeoutDegrades(t *testing.T) {
 	f := newFixture(t, xor, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "ready" && from == 3 {
+		if kind == "redundancy.ready" && from == 3 {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver

@@ -99,7 +99,7 @@ func (p *Protector) Restart(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout)
 	defer cancel()
-	if err := p.o.Mux.Call(ctx, stockTaker, "member-started", struct{}{}, nil); err != nil {
+	if err := p.net.Call(ctx, stockTaker, "member-started", struct{}{}, nil); err != nil {
 		p.log.Warn("node 0 did not answer; datasets stay as they are until it takes stock", "err", err)
 	}
 }
@@ -161,7 +161,7 @@ func (p *Protector) reconcile(ctx context.Context) {
 		}
 		a.Dataset.Record = rebuiltRecord(a.Dataset.Record, a.Set, a.Lost, a.Nodes, ids)
 		msg := rebuildMsg{Dataset: a.Dataset, Set: a.Set, Nodes: a.Nodes, Lost: a.Lost, Attempt: jobnet.NewToken()}
-		failed := p.o.Mux.CallAll(ctx, a.To, "rebuild", msg)
+		failed := p.net.CallAll(ctx, a.To, "rebuild", msg)
 		var why error
 		for n, err := range failed {
 			log.Warn("rebuild failed on a node", "node", n, "err", err)
@@ -203,7 +203,7 @@ func (p *Protector) retryRebuild(name string) {
 
 // tellWait sends msg as kind to nodes and logs the ones it could not reach.
 func (p *Protector) tellWait(ctx context.Context, kind string, msg any, nodes []int) {
-	for n, err := range p.o.Mux.CallAll(ctx, nodes, kind, msg) {
+	for n, err := range p.net.CallAll(ctx, nodes, kind, msg) {
 		p.log.Warn("could not tell a node how the job took stock", "kind", kind, "to", n, "err", err)
 	}
 }
@@ -221,7 +221,7 @@ func (p *Protector) collect(ctx context.Context) map[int]*inventoryMsg {
 		go func() {
 			defer wg.Done()
 			var inv inventoryMsg
-			if err := p.o.Mux.Call(ctx, n, "inventory", struct{}{}, &inv); err != nil {
+			if err := p.net.Call(ctx, n, "inventory", struct{}{}, &inv); err != nil {
 				p.log.Warn("a node did not answer; what it holds counts as away for now", "node", n, "err", err)
 				return
 			}

@@ -98,10 +98,10 @@ type fetchStage struct {
 
 func (f *Flusher) registerFetch() {
 	f.fetch.staged = map[string]fetchStage{}
-	jobnet.Handle(f.o.Mux, "fetch-join", f.handleJoin)
-	jobnet.Handle(f.o.Mux, "fetch", f.handleFetch)
-	jobnet.Handle(f.o.Mux, "fetch-commit", f.handleCommit)
-	jobnet.Handle(f.o.Mux, "fetch-abort", f.handleAbort)
+	jobnet.Handle(f.net, "fetch-join", f.handleJoin)
+	jobnet.Handle(f.net, "fetch", f.handleFetch)
+	jobnet.Handle(f.net, "fetch-commit", f.handleCommit)
+	jobnet.Handle(f.net, "fetch-abort", f.handleAbort)
 }
 
 // Fetch fetches the newest usable dataset from the prefix into the cache,
@@ -129,7 +129,7 @@ func (f *Flusher) endFetchDecision() {
 		f.g.Go(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, 2*f.o.ConnectTimeout)
 			defer cancel()
-			if err := f.o.Mux.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self}, nil); err != nil {
+			if err := f.net.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self}, nil); err != nil {
 				f.log.Debug("could not tell node 0 this node needs no fetch", "err", err)
 			}
 		})
@@ -147,7 +147,7 @@ func (f *Flusher) joinFetch(ctx context.Context) {
 		return
 	}
 	var out fetchOutcome
-	if err := f.o.Mux.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self, Want: true}, &out); err != nil {
+	if err := f.net.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self, Want: true}, &out); err != nil {
 		f.log.Error("lost node 0 while fetching from the prefix: starting with an empty cache", "err", err)
 		return
 	}
@@ -349,7 +349,7 @@ func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 					return
 				}
 			}
-			err := f.o.Mux.Call(ctx, n, "fetch", msg, nil)
+			err := f.net.Call(ctx, n, "fetch", msg, nil)
 			var re *jobnet.RemoteError
 			switch {
 			case err == nil:
@@ -377,7 +377,7 @@ func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 	}
 	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
-	errsCommit := f.o.Mux.CallAll(bctx, f.all(), kind, msg)
+	errsCommit := f.net.CallAll(bctx, f.all(), kind, msg)
 	for n, err := range errsCommit {
 		// A node that staged and cannot adopt now holds nothing: the
 		// others restart from e, it from nothing. Say so loudly.

@@ -98,6 +98,7 @@ type Options struct {
 type Flusher struct {
 	o        Options
 	self     int
+	net      *jobnet.Protocol // this protocol's requests and streams on o.Mux
 	log      *slog.Logger
 	prefix   string // "" disables flush and fetch
 	every    int
@@ -142,6 +143,7 @@ func New(o Options) (*Flusher, error) {
 	f := &Flusher{
 		o:        o,
 		self:     o.Mux.Self(),
+		net:      o.Mux.Protocol("transfer"),
 		log:      o.Logger,
 		prefix:   o.Prefix,
 		every:    o.Every,
@@ -176,11 +178,11 @@ func New(o Options) (*Flusher, error) {
 	f.opts = flush.Options{Streams: o.Streams, Limiter: limit, CRC: o.CRC,
 		Logger: o.Logger, Metrics: fm, Buffers: flush.NewBuffers(0)}
 
-	jobnet.Handle(o.Mux, "flush-request", f.handleRequest)
-	jobnet.Handle(o.Mux, "flush-resume", f.handleResume)
-	jobnet.Handle(o.Mux, "flush-prepare", f.handlePrepare)
-	jobnet.Handle(o.Mux, "flush", f.handleFlush)
-	jobnet.Handle(o.Mux, "flush-done", f.handleDone)
+	jobnet.Handle(f.net, "flush-request", f.handleRequest)
+	jobnet.Handle(f.net, "flush-resume", f.handleResume)
+	jobnet.Handle(f.net, "flush-prepare", f.handlePrepare)
+	jobnet.Handle(f.net, "flush", f.handleFlush)
+	jobnet.Handle(f.net, "flush-done", f.handleDone)
 	f.registerFetch()
 
 	if f.self == 0 && f.prefix != "" {
@@ -380,7 +382,7 @@ func (f *Flusher) askResume(name string) {
 	ctx, cancel := context.WithTimeout(f.ctx, 2*f.o.ConnectTimeout)
 	defer cancel()
 	var r resumeReply
-	if err := f.o.Mux.Call(ctx, 0, "flush-resume", resumeMsg{Dataset: name, From: f.self}, &r); err != nil {
+	if err := f.net.Call(ctx, 0, "flush-resume", resumeMsg{Dataset: name, From: f.self}, &r); err != nil {
 		f.finish(doneMsg{Dataset: name, Error: "could not ask node 0 about the interrupted flush: " + err.Error()})
 		return
 	}

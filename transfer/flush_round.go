@@ -268,7 +268,7 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	}
 	f.met.round("flush", msg.OK)
 	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
-	for n, r := range f.o.Mux.Fanout(bctx, f.all(), "flush-done", msg) {
+	for n, r := range f.net.Fanout(bctx, f.all(), "flush-done", msg) {
 		if r.Err != nil {
 			log.Warn("could not tell a node how the flush ended", "to", n, "err", r.Err)
 		}
@@ -316,7 +316,7 @@ func (f *Flusher) prepare(ctx context.Context, r *flushRound) error {
 	ctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
 	var errs []error
-	replies := f.o.Mux.Fanout(ctx, f.all(), "flush-prepare", prepareMsg{Dataset: r.dataset, Round: r.token})
+	replies := f.net.Fanout(ctx, f.all(), "flush-prepare", prepareMsg{Dataset: r.dataset, Round: r.token})
 	for n := range f.o.Nodes {
 		if rep := replies[n]; rep.Err != nil {
 			errs = append(errs, fmt.Errorf("node %d did not stop its earlier copy: %w", n, rep.Err))
@@ -338,7 +338,7 @@ func (f *Flusher) callPart(ctx context.Context, n int, msg flushMsg) (err error,
 			}
 		}
 		var res partReply
-		err := f.o.Mux.Call(ctx, n, "flush", msg, &res)
+		err := f.net.Call(ctx, n, "flush", msg, &res)
 		var re *jobnet.RemoteError
 		switch {
 		case err == nil:

@@ -66,7 +66,7 @@ func TestFlushEvery(t *testing.T) {
 // nodes ask node 0 once their round went quiet, and learn it.
 func TestFlushOutcomeLost(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if jobnet.RequestKind(kind) == "flush-done" {
+		if jobnet.RequestKind(kind) == "transfer.flush-done" {
 			return memnet.DropRequest
 		}
 		return memnet.Deliver
@@ -117,16 +117,14 @@ func TestFreshJobFetchesNothing(t *testing.T) {
 func TestPeerNamesChecked(t *testing.T) {
 	f := newFixture(t, 2, memnet.Faults{})
 	f.startAll()
-	ctx := context.Background()
 	for kind, req := range map[string]any{
-		"flush":         map[string]any{"dataset": "../x", "round": "r"},
-		"flush-prepare": map[string]any{"dataset": "a/b", "round": "r"},
-		"fetch":         map[string]any{"dataset": "ckpt.1", "round": "r", "kind": "flat", "root": "../../etc"},
-		"flush-done":    map[string]any{"dataset": ""},
+		"transfer.flush":         map[string]any{"dataset": "../x", "round": "r"},
+		"transfer.flush-prepare": map[string]any{"dataset": "a/b", "round": "r"},
+		"transfer.fetch":         map[string]any{"dataset": "ckpt.1", "round": "r", "kind": "flat", "root": "../../etc"},
+		"transfer.flush-done":    map[string]any{"dataset": ""},
 	} {
-		err := f.Nodes[0].Mux.Call(ctx, 1, kind, req, nil)
-		if err == nil || !strings.Contains(err.Error(), "bad "+kind+" request") {
-			t.Errorf("%s with a made-up name: %v", kind, err)
+		if answer := f.Forge(0, 1, kind, req); !strings.Contains(answer, "bad "+kind+" request") {
+			t.Errorf("%s with a made-up name: %s", kind, answer)
 		}
 	}
 }

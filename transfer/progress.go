@@ -25,7 +25,7 @@ func (f *Flusher) Request(ctx context.Context, req control.FlushRequest) (*contr
 	ctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
 	var rep requestReply
-	err := f.o.Mux.Call(ctx, 0, "flush-request", requestMsg{Dataset: name, Force: req.Force, From: f.self}, &rep)
+	err := f.net.Call(ctx, 0, "flush-request", requestMsg{Dataset: name, Force: req.Force, From: f.self}, &rep)
 	if err != nil {
 		return nil, err // node 0's own words, and its sentinel
 	}

@@ -40,9 +40,9 @@ func everyNode(n int) []int {
 	return out
 }
 
-func widths(ms []*jobnet.Mux, w int) {
+func widths(ms []node, w int) {
 	for _, m := range ms {
-		m.SetWidth(w)
+		m.mux.SetWidth(w)
 	}
 }
 
@@ -110,7 +110,7 @@ func TestFanoutAroundADownNode(t *testing.T) {
 func TestFanoutHopLostMidway(t *testing.T) {
 	var dropped atomic.Bool
 	net := memnet.New(memnet.Faults{Call: func(from, to int, kind string) memnet.Drop {
-		if kind == "jobnet.fanout:echo" && from == 0 && dropped.CompareAndSwap(false, true) {
+		if kind == "jobnet.fanout:"+proto+".echo" && from == 0 && dropped.CompareAndSwap(false, true) {
 			return memnet.DropResponse
 		}
 		return memnet.Deliver

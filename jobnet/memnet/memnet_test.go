@@ -21,31 +21,42 @@ var codes = []jobnet.Code{{Name: "not_found", Err: errSentinel}}
 
 type echo struct{ Text string }
 
-// cluster joins n nodes, each with a Mux serving "echo", "fail" and "block".
-func cluster(t *testing.T, net *memnet.Network, n int) []*jobnet.Mux {
+// proto is the protocol the tests speak.
+const proto = "test"
+
+// node is one node of a test cluster: its Mux, and the test protocol on it.
+type node struct {
+	*jobnet.Protocol
+	mux *jobnet.Mux
+}
+
+// cluster joins n nodes, each with a Mux whose test protocol serves
+// "echo", "fail" and "block".
+func cluster(t *testing.T, net *memnet.Network, n int) []node {
 	t.Helper()
-	var muxes []*jobnet.Mux
+	var nodes []node
 	for i := range n {
 		m := jobnet.NewMux(i, codes...)
-		jobnet.Handle(m, "echo", func(ctx context.Context, from int, req echo) (any, error) {
+		p := m.Protocol(proto)
+		jobnet.Handle(p, "echo", func(ctx context.Context, from int, req echo) (any, error) {
 			return echo{Text: fmt.Sprintf("%d→%d: %s", from, i, req.Text)}, nil
 		})
-		jobnet.Handle(m, "fail", func(ctx context.Context, from int, req echo) (any, error) {
+		jobnet.Handle(p, "fail", func(ctx context.Context, from int, req echo) (any, error) {
 			return nil, fmt.Errorf("looked for %s: %w", req.Text, errSentinel)
 		})
-		jobnet.Handle(m, "block", func(ctx context.Context, from int, req echo) (any, error) {
+		jobnet.Handle(p, "block", func(ctx context.Context, from int, req echo) (any, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
 		m.Attach(net.Join(i, m.Serve))
-		muxes = append(muxes, m)
+		nodes = append(nodes, node{Protocol: p, mux: m})
 	}
 	t.Cleanup(func() {
 		for i := range n {
 			net.Kill(i)
 		}
 	})
-	return muxes
+	return nodes
 }
 
 func TestCallAndLocalCall(t *testing.T) {
@@ -86,7 +97,7 @@ func TestCallWaitsForJoin(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- ms[0].Call(context.Background(), 1, "echo", echo{Text: "later"}, nil) }()
 	m1 := jobnet.NewMux(1)
-	jobnet.Handle(m1, "echo", func(ctx context.Context, from int, req echo) (any, error) { return req, nil })
+	jobnet.Handle(m1.Protocol(proto), "echo", func(ctx context.Context, from int, req echo) (any, error) { return req, nil })
 	m1.Attach(net.Join(1, m1.Serve))
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -102,18 +113,19 @@ func TestCallWaitsForJoin(t *testing.T) {
 func TestKillMidCall(t *testing.T) {
 	net := memnet.New(memnet.Faults{})
 	m0 := jobnet.NewMux(0)
+	p0 := m0.Protocol(proto)
 	m0.Attach(net.Join(0, m0.Serve))
 	defer net.Kill(0)
 	started := make(chan struct{})
 	m1 := jobnet.NewMux(1)
-	jobnet.Handle(m1, "block", func(ctx context.Context, from int, req echo) (any, error) {
+	jobnet.Handle(m1.Protocol(proto), "block", func(ctx context.Context, from int, req echo) (any, error) {
 		close(started)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
 	m1.Attach(net.Join(1, m1.Serve))
 	done := make(chan error, 1)
-	go func() { done <- m0.Call(context.Background(), 1, "block", echo{}, nil) }()
+	go func() { done <- p0.Call(context.Background(), 1, "block", echo{}, nil) }()
 	<-started
 	net.Kill(1) // returns once the handler did: its context ended
 	if err := <-done; !errors.Is(err, jobnet.ErrConnLost) {
@@ -126,9 +138,10 @@ func TestDroppedCalls(t *testing.T) {
 	var mode atomic.Int32
 	net := memnet.New(memnet.Faults{Call: func(from, to int, kind string) memnet.Drop { return memnet.Drop(mode.Load()) }})
 	m0 := jobnet.NewMux(0)
+	p0 := m0.Protocol(proto)
 	m0.Attach(net.Join(0, m0.Serve))
 	m1 := jobnet.NewMux(1)
-	jobnet.Handle(m1, "count", func(ctx context.Context, from int, req echo) (any, error) {
+	jobnet.Handle(m1.Protocol(proto), "count", func(ctx context.Context, from int, req echo) (any, error) {
 		ran.Add(1)
 		return nil, nil
 	})
@@ -142,7 +155,7 @@ func TestDroppedCalls(t *testing.T) {
 	}{{memnet.DropRequest, 0, true}, {memnet.DropResponse, 1, true}, {memnet.Deliver, 1, false}} {
 		mode.Store(int32(tc.mode))
 		ran.Store(0)
-		err := m0.Call(context.Background(), 1, "count", echo{}, nil)
+		err := p0.Call(context.Background(), 1, "count", echo{}, nil)
 		if lost := errors.Is(err, jobnet.ErrConnLost); lost != tc.lost {
 			t.Errorf("mode %d: err %v, want lost=%v", tc.mode, err, tc.lost)
 		}
@@ -154,7 +167,7 @@ func TestDroppedCalls(t *testing.T) {
 
 func TestStreamsKeepOrderAndBreakOnKill(t *testing.T) {
 	net := memnet.New(memnet.Faults{StreamDelay: func(from, to int, id string) time.Duration {
-		if id == "slow" {
+		if id == proto+".slow" {
 			return time.Millisecond
 		}
 		return 0
@@ -215,7 +228,7 @@ func TestLinkEvents(t *testing.T) {
 	net := memnet.New(memnet.Faults{})
 	ms := cluster(t, net, 2)
 	events := make(chan string, 4)
-	ms[0].OnLinkChange(func(peer int, up bool) { events <- fmt.Sprint(peer, up) })
+	ms[0].mux.OnLinkChange(func(peer int, up bool) { events <- fmt.Sprint(peer, up) })
 	net.Kill(1)
 	m := jobnet.NewMux(1)
 	m.Attach(net.Join(1, m.Serve))
@@ -224,7 +237,7 @@ func TestLinkEvents(t *testing.T) {
 			t.Fatalf("event %q, want %q", got, want)
 		}
 	}
-	if err := ms[0].WaitUp(context.Background(), []int{0, 1}); err != nil {
+	if err := ms[0].mux.WaitUp(context.Background(), []int{0, 1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,7 +245,7 @@ func TestLinkEvents(t *testing.T) {
 // TestStreamToSelf: a node's two parts meet over an in-process pipe,
 // without any transport.
 func TestStreamToSelf(t *testing.T) {
-	m := jobnet.NewMux(0)
+	m := jobnet.NewMux(0).Protocol(proto)
 	ctx := context.Background()
 	a, err := m.OpenStream(ctx, 0, "self")
 	if err != nil {

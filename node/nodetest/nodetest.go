@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -166,6 +167,22 @@ func (j *Job) Wait(timeout time.Duration, what string, describe func() string, c
 			j.T.Fatalf("after %v still waiting for %s%s", timeout, what, found)
 		}
 	}
+}
+
+// Forge has node to serve req as a request of kind (as on the wire:
+// "completion.begin") from node from, and returns the answer as it would
+// travel back: for requests no protocol sends, made up by a test.
+func (j *Job) Forge(from, to int, kind string, req any) string {
+	j.T.Helper()
+	body, err := json.Marshal(req)
+	if err != nil {
+		j.T.Fatal(err)
+	}
+	answer, err := j.Nodes[to].Mux.Serve(context.Background(), from, kind, body)
+	if err != nil {
+		j.T.Fatalf("node %d serving %s: %v", to, kind, err)
+	}
+	return string(answer)
 }
 
 // Start opens node i's store, builds the node and joins it to the
