@@ -138,7 +138,7 @@ func lockIndex(ctx context.Context, path string, lg *slog.Logger, flock func(int
 		return nil, false, pathErr("open lock", path, err)
 	}
 	fd := int(f.Fd())
-	wait := lockPollMin
+	b := sleep.Backoff{Min: lockPollMin, Max: lockPollMax}
 	for {
 		err := flock(fd, unix.LOCK_EX|unix.LOCK_NB)
 		switch err {
@@ -147,11 +147,10 @@ func lockIndex(ctx context.Context, path string, lg *slog.Logger, flock func(int
 		case unix.EINTR:
 			continue
 		case unix.EWOULDBLOCK:
-			if err := sleep.For(ctx, wait); err != nil {
+			if err := b.Wait(ctx); err != nil {
 				f.Close()
 				return nil, false, fmt.Errorf("wait for lock %s: %w", path, err)
 			}
-			wait = min(2*wait, lockPollMax)
 			continue
 		case unix.ENOTSUP, unix.ENOLCK:
 			lg.Warn("the prefix file system does not support flock; updating the index without a lock. "+

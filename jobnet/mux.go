@@ -169,16 +169,15 @@ func (m *Mux) call(ctx context.Context, to int, kind string, req, resp any) erro
 
 // callRetrying is Protocol.CallRetrying of a wire kind.
 func (m *Mux) callRetrying(ctx context.Context, to int, kind string, req, resp any) error {
-	backoff := 20 * time.Millisecond
+	b := sleep.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
 		err := m.call(ctx, to, kind, req, resp)
 		if err == nil || !errors.Is(err, ErrConnLost) {
 			return err
 		}
-		if sleep.For(ctx, backoff) != nil {
+		if b.Wait(ctx) != nil {
 			return err
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 

@@ -65,7 +65,8 @@ func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (fr
 	if length == 0 {
 		to = e.Meta.Size
 	}
-	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	b := sleep.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
+	for {
 		node := n.holder(e) // a stock-taking may move it meanwhile
 		copies := n.copies(r.dataset, e)
 		if len(copies) > 0 && !n.up(ctx, node) {
@@ -88,7 +89,7 @@ func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (fr
 		if !retry {
 			return 0, 0, err
 		}
-		if time.Now().Add(backoff).After(deadline) || sleep.For(ctx, backoff) != nil {
+		if pause := b.Next(); time.Now().Add(pause).After(deadline) || sleep.For(ctx, pause) != nil {
 			return 0, 0, fmt.Errorf("%s/%s is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
 				r.dataset, e.Path, node, n.o.MemberTimeout, err)
 		}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/sleep"
 )
 
 // LinkStatus is the state of the persistent link to one peer, as `scrfs
@@ -184,18 +185,18 @@ func (l *link) status() LinkStatus {
 // run is the link's dial-serve-redial loop.
 func (l *link) run() {
 	n := l.n
-	b := backoff{min: 50 * time.Millisecond, max: n.cfg.MaxBackoff}
+	b := redialBackoff(n.cfg.MaxBackoff)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	// sleep waits out the backoff; false means the Node is closing.
-	sleep := func() bool {
-		timer.Reset(b.next())
+	// pause waits out the backoff; false means the Node is closing.
+	pause := func() bool {
+		timer.Reset(b.Next())
 		defer timer.Stop()
 		select {
 		case <-n.ctx.Done():
 			return false
 		case <-l.kick:
-			b.reset()
+			b.Reset()
 		case <-timer.C:
 		}
 		return true
@@ -211,7 +212,7 @@ func (l *link) run() {
 				break
 			}
 			l.failed(addr, err)
-			if !sleep() {
+			if !pause() {
 				break
 			}
 			continue
@@ -229,9 +230,9 @@ func (l *link) run() {
 		// then misbehaves) must not be redialled in a tight loop: only a
 		// link that stayed up for a while earns a fresh backoff.
 		if time.Since(upAt) >= n.cfg.idleTimeout() {
-			b.reset()
+			b.Reset()
 		}
-		if !sleep() {
+		if !pause() {
 			break
 		}
 	}
@@ -378,23 +379,9 @@ func (l *link) downError(cause error) error {
 	return fmt.Errorf("link down: %w: %w", last, cause)
 }
 
-// backoff yields exponentially growing delays from min to max with jitter,
-// so that the nodes of a job that lost the same peer do not redial it in
-// lockstep.
-type backoff struct {
-	min, max time.Duration
-	cur      time.Duration
+// redialBackoff is the pause between dials of a peer (a link's, or a
+// stream's), from 50 ms up to most, with jitter, so that the nodes of a
+// job that lost the same peer do not redial it in lockstep.
+func redialBackoff(most time.Duration) sleep.Backoff {
+	return sleep.Backoff{Min: 50 * time.Millisecond, Max: most, Jitter: true}
 }
-
-// next returns a delay in [cur/2, cur) and doubles cur up to max.
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = min(b.min, b.max)
-	}
-	d := b.cur
-	b.cur = min(2*b.cur, b.max)
-	half := d / 2
-	return half + rand.N(half+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }

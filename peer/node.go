@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/sleep"
 )
 
 // Handler serves one request kind. It runs on its own goroutine, concurrently
@@ -303,16 +305,16 @@ func (n *Node) shutdown() {
 // acceptLoop accepts inbound connections and hands each to serveConn.
 func (n *Node) acceptLoop() {
 	defer n.wg.Done()
-	var delay time.Duration
+	// Out of file descriptors and the like: back off rather than spin, as
+	// net/http does.
+	b := sleep.Backoff{Min: 5 * time.Millisecond, Max: time.Second}
 	for {
 		c, err := n.ln.AcceptTCP()
 		if err != nil {
 			if n.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of file descriptors and the like: back off rather
-			// than spin, as net/http does.
-			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			delay := b.Next()
 			n.log.Warn(fmt.Sprintf("node %d accept: %v; retrying in %v", n.cfg.Self, err, delay), "err", err)
 			select {
 			case <-n.ctx.Done():
@@ -321,7 +323,7 @@ func (n *Node) acceptLoop() {
 			}
 			continue
 		}
-		delay = 0
+		b.Reset()
 		host := remoteHost(c)
 		if ok, why := n.hs.acquire(host); !ok {
 			n.met.dropped.WithLabelValues(dropBusy).Inc()

@@ -107,7 +107,7 @@ func (n *Node) OpenStream(ctx context.Context, to int, id string) (*Stream, erro
 	if to < 0 || to >= len(n.cfg.Addrs) || to == n.cfg.Self {
 		return nil, fmt.Errorf("open stream %q to node %d: %w (self %d, %d nodes)", id, to, ErrUnknownPeer, n.cfg.Self, len(n.cfg.Addrs))
 	}
-	b := backoff{min: 50 * time.Millisecond, max: n.cfg.MaxBackoff}
+	b := redialBackoff(n.cfg.MaxBackoff)
 	var lastErr error
 	for {
 		// Re-read the address each try: the peer may move meanwhile.
@@ -131,7 +131,7 @@ func (n *Node) OpenStream(ctx context.Context, to int, id string) (*Stream, erro
 			n.log.Warn(fmt.Sprintf("open stream %q: %v (retrying)", id, err), "peer", to, "stream", id)
 		}
 		lastErr = err
-		t := time.NewTimer(b.next())
+		t := time.NewTimer(b.Next())
 		select {
 		case <-t.C:
 		case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/internal/sleep"
 )
 
 func runStatus(e *env, args []string) int {
@@ -44,7 +45,7 @@ func runStatus(e *env, args []string) int {
 // is still starting (no socket yet, or not mounted yet).
 func statusWhenReady(ctx context.Context, c *control.Client, wait time.Duration) (*control.Status, error) {
 	deadline := time.Now().Add(wait)
-	delay := 20 * time.Millisecond
+	b := sleep.Backoff{Min: 20 * time.Millisecond, Max: 500 * time.Millisecond}
 	for {
 		st, err := c.Status(ctx)
 		ready := err == nil && st.Node.Ready
@@ -60,8 +61,7 @@ func statusWhenReady(ctx context.Context, c *control.Client, wait time.Duration)
 			}
 			return nil, fmt.Errorf("%w after waiting %v", err, wait)
 		}
-		time.Sleep(delay)
-		delay = min(2*delay, 500*time.Millisecond)
+		time.Sleep(b.Next())
 	}
 }
 

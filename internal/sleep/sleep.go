@@ -1,5 +1,6 @@
 // Package sleep waits for a while unless a context ends first: the one
-// place the daemons' retry loops, rate limits and test transports pause.
+// place the daemons' retry loops, rate limits and test transports pause,
+// and the one backoff of every retry loop (Backoff).
 package sleep
 
 import (
