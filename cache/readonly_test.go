@@ -106,7 +106,7 @@ func TestControlFullReadOnly(t *testing.T) {
 	if err := ts.ControlDir().WriteFileAtomic("ledger.json", []byte("{}"), 0o600); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("writing another control file on a full file system: %v", err)
 	}
-	waitUntil(t, "read-only after another file failed to write", func() bool { _, ro := ts.ReadOnly(); return ro })
+	testutil.Eventually(t, readOnlyWait, "read-only after another file failed to write", func() bool { _, ro := ts.ReadOnly(); return ro })
 	ro, _ := ts.ReadOnly()
 	if ro.Reason != "no_space" || !errors.Is(ro.Err, syscall.ENOSPC) || ro.Failures != 1 {
 		t.Fatalf("read-only after a failed write: %+v", ro)
@@ -218,7 +218,7 @@ func TestStartWithControlFull(t *testing.T) {
 	}
 
 	free()
-	waitUntil(t, "read-only ends", func() bool { _, ro := ts.ReadOnly(); return !ro })
+	testutil.Eventually(t, readOnlyWait, "read-only ends", func() bool { _, ro := ts.ReadOnly(); return !ro })
 	disk := stateOnDisk(t, ts)
 	if disk.find("ckpt.2") != nil || len(disk.Failed) != 1 || disk.find("ckpt.1") == nil {
 		t.Fatalf("state written after space came back: %+v", disk)
@@ -248,7 +248,7 @@ func TestStartWithControlReadOnlyFS(t *testing.T) {
 		t.Fatalf("ckpt.1 on a read-only control file system: %v", d)
 	}
 	remount("rw")
-	waitUntil(t, "read-only ends", func() bool { _, ro := ts.ReadOnly(); return !ro })
+	testutil.Eventually(t, readOnlyWait, "read-only ends", func() bool { _, ro := ts.ReadOnly(); return !ro })
 }
 
 func fileMissing(p string) bool {
@@ -256,15 +256,6 @@ func fileMissing(p string) bool {
 	return err != nil
 }
 
-// waitUntil polls cond, the store's state, until it holds (the retry has
-// no event of its own to wait on but this).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * retryEvery)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, 3*retryEvery)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// readOnlyWait is how long a test waits for the store's read-only state to
+// change: the retry has no event of its own, so the state is polled.
+const readOnlyWait = 3 * retryEvery

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // recordDataset writes dataset name with a file of n apparent bytes (sparse)
@@ -54,12 +56,8 @@ func (ts *testStore) mustEmptyAtOnce(t *testing.T) {
 // awaitEmptyTrash waits for the store's emptier to empty the trash.
 func (ts *testStore) awaitEmptyTrash(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(ts.trashEntries(t)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the trash still holds %v", ts.trashEntries(t))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(10*time.Second, func() bool { return len(ts.trashEntries(t)) == 0 }) {
+		t.Fatalf("the trash still holds %v", ts.trashEntries(t))
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // The invariants, checked after every recovery once every node is up and
@@ -85,7 +86,9 @@ func (ch *chaos) phaseOf(sts map[int]*control.Status, ds *chaosDataset) chaosPha
 }
 
 // await polls the job's phase (for dataset ds; nil: any) until hit or
-// missed holds or wait passes, and returns the phase last seen.
+// missed holds or wait passes, and returns the phase last seen. It asks
+// again as soon as the statuses answer, not through testutil.Poll: it aims
+// at a moment to kill in, and a phase may be over within Poll's pause.
 func (ch *chaos) await(ds *chaosDataset, wait time.Duration, hit, missed func(chaosPhase) bool) chaosPhase {
 	deadline := time.Now().Add(wait)
 	for {
@@ -172,11 +175,10 @@ func (ch *chaos) settledRow(row control.Dataset) bool {
 // settle waits until every node is up and every dataset at rest, bounded:
 // a dataset stuck degraded or flushing with every node up is a violation.
 func (ch *chaos) settle() map[int]*control.Status {
-	deadline := time.Now().Add(chaosSettle)
+	var sts map[int]*control.Status
 	var last string
-	for {
-		sts := ch.statuses()
-		last = ""
+	settled := testutil.Poll(chaosSettle, func() bool {
+		sts, last = ch.statuses(), ""
 		for i := range ch.c.Nodes {
 			st := sts[i]
 			if st == nil || !st.Node.Ready {
@@ -189,17 +191,15 @@ func (ch *chaos) settle() map[int]*control.Status {
 				}
 			}
 		}
-		if last == "" {
-			for _, ds := range ch.datasets {
-				ds.settled = true
-			}
-			return sts
-		}
-		if time.Now().After(deadline) {
-			ch.t.Fatalf("HANG: the job did not settle within %v with every node up: %s", chaosSettle, last)
-		}
-		time.Sleep(50 * time.Millisecond) // a poll of the state itself
+		return last == ""
+	})
+	if !settled {
+		ch.t.Fatalf("HANG: the job did not settle within %v with every node up: %s", testutil.Scale(chaosSettle), last)
 	}
+	for _, ds := range ch.datasets {
+		ds.settled = true
+	}
+	return sts
 }
 
 // evictable says whether ds may be gone by the cache size: at least
@@ -222,10 +222,13 @@ func (ch *chaos) check(all, final bool) {
 	sts := ch.settle()
 	// A verdict reaches the nodes one by one: a dataset failed on some
 	// nodes and protected on others is waited out, bounded.
-	for end := time.Now().Add(chaosSettle); ch.split(sts) != "" && time.Now().Before(end); {
-		time.Sleep(50 * time.Millisecond) // a poll of the state itself
+	testutil.Poll(chaosSettle, func() bool {
+		if ch.split(sts) == "" {
+			return true
+		}
 		sts = ch.settle()
-	}
+		return ch.split(sts) == ""
+	})
 	for _, ds := range ch.datasets {
 		ch.checkDataset(ds, sts, all)
 	}

@@ -130,7 +130,7 @@ func restartControlFull(t *testing.T, i int) (c *Cluster, n *Node, want1 []map[s
 // checkpoint, ckpt.3, on every node and returns what each shows of it.
 func awaitWritable(t *testing.T, c *Cluster, n *Node) []map[string]string {
 	t.Helper()
-	waitFor(t, 30*time.Second, n.Mount+" leaves read-only", func() bool { return n.Status().Node.ReadOnly == nil })
+	testutil.Eventually(t, 30*time.Second, n.Mount+" leaves read-only", func() bool { return n.Status().Node.ReadOnly == nil })
 	n.WaitLog(time.Second, "leaving read-only")
 	if v := metric(t, n, `scrfs_cache_read_only{reason="no_space"}`); v != 0 {
 		t.Fatalf(`scrfs_cache_read_only{reason="no_space"} = %v after space came back`, v)

@@ -217,19 +217,6 @@ func leftoverTemps(t *testing.T, prefix string) []string {
 	return out
 }
 
-// waitFor polls cond (a daemon's state, which has no log line of its own)
-// until it holds.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // metric returns the value of a sample line of n's metrics endpoint.
 func metric(t *testing.T, n *Node, sample string) float64 {
 	t.Helper()
@@ -439,7 +426,7 @@ func TestFlushKilledMidway(t *testing.T) {
 	if out, errs, code := n.CLI("flush", "ckpt.1"); code != 0 || !strings.Contains(out, "flushing ckpt.1") {
 		t.Fatalf("scrfs flush: exit %d: %s%s", code, out, errs)
 	}
-	waitFor(t, 20*time.Second, "flush under way", func() bool {
+	testutil.Eventually(t, 20*time.Second, "flush under way", func() bool {
 		ds := n.Dataset("ckpt.1")
 		return ds != nil && ds.Flush != nil && ds.Flush.State == "flushing" && ds.Flush.DoneBytes > 0
 	})
@@ -700,7 +687,7 @@ func TestFlushCoordinatorKilled(t *testing.T) {
 	}
 	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
 	sums := clusterSums(t, c, "ckpt.1")
-	waitFor(t, 60*time.Second, "node 1 flushing", func() bool {
+	testutil.Eventually(t, 60*time.Second, "node 1 flushing", func() bool {
 		ds := c.Nodes[1].Dataset("ckpt.1")
 		return ds != nil && ds.Flush != nil && ds.Flush.State == "flushing" && ds.Flush.DoneBytes > 0
 	})

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // A daemon killed while one of its threads tells the kernel that a dataset
@@ -70,12 +72,12 @@ func killHeld(t *testing.T, noGuard bool) (*Node, chan error) {
 	c.Nodes[2].Kill()
 	mkdir := make(chan error, 1)
 	go func() { mkdir <- os.Mkdir(n0.Path("ckpt.a"), 0o755) }()
-	waitFor(t, 10*time.Second, "the mkdir to wait for node 0", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the mkdir to wait for node 0", func() bool {
 		return strings.Contains(kernelStacks(os.Getpid()), "create_new_entry")
 	})
 	go os.Mkdir(c.Nodes[1].Path("ckpt.b"), 0o755) // node 0 hears of ckpt.b while its mkdir waits
 	pid := n0.cmd.Process.Pid
-	waitFor(t, 10*time.Second, "node 0 to invalidate ckpt.b's entry", func() bool {
+	testutil.Eventually(t, 10*time.Second, "node 0 to invalidate ckpt.b's entry", func() bool {
 		return strings.Contains(kernelStacks(pid), "fuse_reverse_inval_entry")
 	})
 	n0.Kill()

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // Issue 13: every node sees every checkpoint. A DCP-like checkpoint: rank
@@ -27,7 +29,7 @@ func writeDCP(t *testing.T, c *Cluster, name string, shard, big int64) []map[str
 	t.Helper()
 	must(t, os.Mkdir(c.Nodes[0].Path(name), 0o755))
 	for i, n := range c.Nodes {
-		waitFor(t, 30*time.Second, fmt.Sprintf("node %d sees %s", i, name), func() bool {
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("node %d sees %s", i, name), func() bool {
 			_, err := os.Stat(n.Path(name))
 			return err == nil
 		})

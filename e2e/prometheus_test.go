@@ -19,6 +19,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/peer"
 )
 
@@ -377,15 +378,18 @@ func checkRulesLive(t *testing.T, p *promServer, exported map[string]bool) {
 	}
 	// Rule evaluation has no event either: poll until every rule ran once.
 	var rs []rule
-	pollUntil(t, 30*time.Second, "every alerting rule evaluated", func() (bool, any) {
+	evaluated := testutil.Poll(30*time.Second, func() bool {
 		rs = rules()
 		for _, r := range rs {
 			if r.Health == "unknown" || strings.HasPrefix(r.LastEvaluation, "0001-") {
-				return false, rs
+				return false
 			}
 		}
-		return len(rs) > 0, rs
+		return len(rs) > 0
 	})
+	if !evaluated {
+		t.Fatalf("not every alerting rule evaluated within %v; last seen: %v", testutil.Scale(30*time.Second), rs)
+	}
 	if want := len(alertNames(t)); len(rs) != want {
 		t.Errorf("Prometheus loaded %d alerting rules, alerts.yml has %d", len(rs), want)
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // A real Prometheus server for the tests, and its HTTP API.
@@ -178,31 +180,13 @@ func (p *promServer) mustQuery(t *testing.T, expr string) []promSample {
 	return v
 }
 
-// awaitQuery polls expr until it returns a single value >= want.
+// awaitQuery polls expr until it returns a single value >= want: a scrape
+// is a state change inside another server that sends no event.
 func (p *promServer) awaitQuery(t *testing.T, timeout time.Duration, expr string, want float64) {
 	t.Helper()
-	pollUntil(t, timeout, fmt.Sprintf("%s >= %v", expr, want), func() (bool, any) {
-		v := p.mustQuery(t, expr)
-		return len(v) == 1 && v[0].float(t) >= want, v
-	})
-}
-
-// pollUntil calls cond until it reports true, failing the test with what
-// cond last saw once timeout has passed. A scrape or a rule evaluation is a
-// state change inside another server that sends no event, so its HTTP API
-// is polled; the deadline bounds the wait.
-func pollUntil(t *testing.T, timeout time.Duration, what string, cond func() (bool, any)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s; last seen: %v", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var v []promSample
+	if !testutil.Poll(timeout, func() bool { v = p.mustQuery(t, expr); return len(v) == 1 && v[0].float(t) >= want }) {
+		t.Fatalf("%s >= %v not within %v; last seen: %v", expr, want, testutil.Scale(timeout), v)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/internal/loopback"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // The tests here act as the other users of a shared node (issue 14): an
@@ -358,9 +359,7 @@ func TestPeerFloodWhileNodeRestarts(t *testing.T) {
 			}
 		})
 	}
-	for made.Load() < floodConns/4 {
-		time.Sleep(5 * time.Millisecond) // polling a counter the flood goroutines bump
-	}
+	testutil.Eventually(t, 30*time.Second, "a quarter of the flood's connections made", func() bool { return made.Load() >= floodConns/4 })
 	c.Nodes[1].Kill()
 	restarted := time.Now()
 	c.Nodes[1].StartNoWait()

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // TestToolsRoundTrip writes through the mount with cp, dd, tar and Python
@@ -179,7 +181,7 @@ func TestCacheSizeEvicts(t *testing.T) {
 	n.WaitLog(10*time.Second, "dataset evicted", "dataset=c1")
 	// The kernel is told to drop its name from another goroutine (the
 	// eviction may run inside a request on the same directory): wait.
-	waitFor(t, 5*time.Second, "the evicted dataset to leave the mount", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the evicted dataset to leave the mount", func() bool {
 		_, err := os.Stat(n.Path("c1"))
 		return os.IsNotExist(err)
 	})

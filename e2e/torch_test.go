@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // torchPython returns a python3 that imports torch, or skips the test.
@@ -91,7 +93,7 @@ func TestPyTorchCheckpoints(t *testing.T) {
 
 	must(t, os.Mkdir(c.Nodes[0].Path("ts_100"), 0o755))
 	for i, n := range c.Nodes {
-		waitFor(t, 30*time.Second, fmt.Sprintf("node %d sees ts_100", i), func() bool {
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("node %d sees ts_100", i), func() bool {
 			_, err := os.Stat(n.Path("ts_100"))
 			return err == nil
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // Tests wait on what `scrfs status` reports, not on log lines, wherever a
@@ -20,32 +21,25 @@ import (
 // completedStates are the states of a dataset whose files are final.
 var completedStates = []string{"complete", "protected", "degraded"}
 
-// statusPoll is how often a wait asks the daemon again.
-const statusPoll = 20 * time.Millisecond
-
 // pollStatus asks the daemon for its status until ok holds, timeout
 // passes or the daemon exits; it returns whether ok held and what it saw
-// last.
+// last. A status has no event to await: it is polled.
 func (n *Node) pollStatus(timeout time.Duration, ok func(*control.Status) (bool, string)) (bool, string) {
 	client := n.client()
-	deadline := time.Now().Add(timeout)
-	for {
+	var done bool
+	var last string
+	testutil.Poll(timeout, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		st, err := client.Status(ctx)
 		cancel()
-		var last string
 		if err != nil {
 			last = err.Error()
-		} else if done, seen := ok(st); done {
-			return true, ""
-		} else {
-			last = seen
+		} else if done, last = ok(st); done {
+			last = ""
 		}
-		if time.Now().After(deadline) || n.hasExited() {
-			return false, last
-		}
-		time.Sleep(statusPoll) // a poll of the state itself, not a guess at timing
-	}
+		return done || n.hasExited()
+	})
+	return done, last
 }
 
 // client returns a control client of the daemon, to ask it in process:

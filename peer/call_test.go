@@ -281,7 +281,7 @@ func TestSlowHandlersKeepLinkUp(t *testing.T) {
 			errs <- err
 		}()
 	}
-	waitFor(t, func() bool { return running.Load() == maxInFlight })
+	testutil.Eventually(t, 10*time.Second, "every handler in flight", func() bool { return running.Load() == maxInFlight })
 	// Hold the handlers past two idle limits: the link must stay up.
 	select {
 	case s := <-ev:

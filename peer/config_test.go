@@ -6,6 +6,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -87,7 +90,7 @@ func TestStartCtxShutsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	waitFor(t, n.isClosed)
+	testutil.Eventually(t, 10*time.Second, "the node closed by its context", n.isClosed)
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}

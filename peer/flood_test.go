@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // A flood of connections from one address (idle sockets that hold their
@@ -59,9 +61,7 @@ func TestFloodFromOneAddress(t *testing.T) {
 			}
 		})
 	}
-	for made.Load() < floodConns/4 {
-		time.Sleep(5 * time.Millisecond) // polling a counter the flood goroutines bump
-	}
+	testutil.Eventually(t, 30*time.Second, "a quarter of the flood's connections made", func() bool { return made.Load() >= floodConns/4 })
 
 	// A node starting in the middle of the flood links and calls within
 	// its dial timeout, although the flood holds far more than the 64

@@ -170,17 +170,12 @@ func linkAll(t testing.TB, nodes []*testNode) {
 func checkLeaks(t *testing.T) {
 	base := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > base {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				n := runtime.Stack(buf, true)
-				t.Errorf("goroutine leak: %d running, %d before the test\n%s", runtime.NumGoroutine(), base, buf[:n])
-				return
-			}
-			// Goroutines exit asynchronously after Close returns
-			// (timers, net poller); poll with a bounded wait.
-			time.Sleep(10 * time.Millisecond)
+		// Goroutines exit asynchronously after Close returns (timers,
+		// net poller): the count is polled, a while.
+		if !testutil.Poll(5*time.Second, func() bool { return runtime.NumGoroutine() <= base }) {
+			buf := make([]byte, 1<<20)
+			n := runtime.Stack(buf, true)
+			t.Errorf("goroutine leak: %d running, %d before the test\n%s", runtime.NumGoroutine(), base, buf[:n])
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // linkEvents returns a channel fed by n's OnLinkChange hook.
@@ -76,13 +78,7 @@ func TestLinkReconnect(t *testing.T) {
 		t.Fatalf("reconnects_total = %v, want 1", got)
 	}
 	// The heartbeat measures a round trip.
-	deadline := time.Now().Add(10 * time.Second)
-	for nodes[0].Links()[0].RTT == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no RTT measured")
-		}
-		<-time.After(50 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "an RTT measured", func() bool { return nodes[0].Links()[0].RTT != 0 })
 }
 
 // A node restarted on another address with the same index is found again:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // streamPair opens a stream from a to b (Open before Accept) and returns
@@ -142,7 +144,7 @@ func TestAcceptBeforeOpen(t *testing.T) {
 		got <- s
 	}()
 	// Wait until the accept is registered, so the open really comes second.
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the accept registered", func() bool {
 		nodes[1].mu.Lock()
 		defer nodes[1].mu.Unlock()
 		return nodes[1].waiters[streamKey{0, "early-accept"}] != nil
@@ -165,7 +167,7 @@ func TestAcceptBeforeOpen(t *testing.T) {
 	}
 	// A second accept for the same (peer, id) while one waits is refused.
 	go func() { _, _ = nodes[1].AcceptStream(ctxTimeout(t, 10*time.Second), 0, "dup") }()
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the first accept of dup registered", func() bool {
 		nodes[1].mu.Lock()
 		defer nodes[1].mu.Unlock()
 		return nodes[1].waiters[streamKey{0, "dup"}] != nil
@@ -188,7 +190,7 @@ func TestOpenBeforeAccept(t *testing.T) {
 	if err := so.Send(ctx, []byte("before accept")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, "the open held for its accept", func() bool {
 		nodes[1].mu.Lock()
 		defer nodes[1].mu.Unlock()
 		return nodes[1].held[streamKey{0, "early-open"}] != nil
@@ -265,7 +267,7 @@ func TestRecvCancel(t *testing.T) {
 	}()
 	// Cancel once Recv watches ctx (it then reads, or fails at once on the
 	// past deadline: either way the cancellation lands mid-call).
-	waitFor(t, func() bool {
+	testutil.Eventually(t, 10*time.Second, "Recv watching its context", func() bool {
 		sa.rw.mu.Lock()
 		defer sa.rw.mu.Unlock()
 		return sa.rw.done != nil
@@ -363,18 +365,6 @@ func TestNodeCloseClosesStreams(t *testing.T) {
 	_ = nodes[1].Close()
 	if err := <-done; !errors.Is(err, ErrClosed) {
 		t.Fatalf("recv on a stream of a closed node: %v, want ErrClosed", err)
-	}
-}
-
-// waitFor polls cond for internal states that have no event to await.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -1,6 +1,7 @@
 package redundancy_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
@@ -124,18 +126,13 @@ func TestProtectAskedAgainWhileEncoding(t *testing.T) {
 // of, so the file system is polled.
 func awaitEncode(t *testing.T, f *fixture, i int, name string) {
 	t.Helper()
-	for end := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+	testutil.Eventually(t, wait, fmt.Sprintf("an encode of %s under way on node %d", name, i), func() bool {
 		tmp, err := filepath.Glob(filepath.Join(f.Nodes[i].Store.Get(name).Dir(), layout.MetaDir, "*.redset.tmp"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tmp) > 0 {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("no encode of %s under way on node %d", name, i)
-		}
-	}
+		return len(tmp) > 0
+	})
 }
 
 // TestFailedProtectTriesAgain: a member's ready never reaches the set's

@@ -28,6 +28,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
@@ -146,10 +147,11 @@ func (j *Job) changes() <-chan struct{} {
 }
 
 // Wait waits until cond holds, evaluating it after every change, and
-// fails the test after timeout saying what it waited for and, from
-// describe (if not nil), what it found.
+// fails the test after timeout, scaled (testutil.Scale), saying what it
+// waited for and, from describe (if not nil), what it found.
 func (j *Job) Wait(timeout time.Duration, what string, describe func() string, cond func() bool) {
 	j.T.Helper()
+	timeout = testutil.Scale(timeout)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
