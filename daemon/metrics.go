@@ -56,7 +56,9 @@ func serveMetrics(addr string, withPprof bool, reg *prometheus.Registry, log *sl
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
 	go func() {
+		defer close(served)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics endpoint stopped", "err", err)
 		}
@@ -66,5 +68,8 @@ func serveMetrics(addr string, withPprof bool, reg *prometheus.Registry, log *sl
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		// Shutdown closed the listener first: Serve has returned or is
+		// returning, whatever connections are still being served.
+		<-served
 	}, ln.Addr().String()
 }

@@ -59,9 +59,12 @@ func runMount(e *env, args []string) int {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	go func() {
-		s := <-sig
-		log.Info("signal received", "signal", s.String())
-		cancel(errSignal)
+		select {
+		case s := <-sig:
+			log.Info("signal received", "signal", s.String())
+			cancel(errSignal)
+		case <-ctx.Done(): // the daemon stopped by itself
+		}
 	}()
 
 	err := daemon.Run(ctx, daemon.Options{Config: cfg, Mountpoint: fs.Arg(0), Logger: log, Version: versionString()})

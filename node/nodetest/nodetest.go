@@ -77,6 +77,12 @@ type Node struct {
 	Protocols  *node.Node // nil while the node is down
 
 	job *Job
+	// stopRestore cuts short the restore Restart runs in the background,
+	// and restored is closed once it has returned: Kill waits for it
+	// before it closes the store under it, as a daemon's restore returns
+	// before its store closes. Both nil when no restore ran.
+	stopRestore context.CancelFunc
+	restored    <-chan struct{}
 }
 
 // New prepares a job of n nodes; none runs until Start.
@@ -231,10 +237,13 @@ func (j *Job) Start(i int) *Node {
 func (j *Job) Restart(i int) <-chan struct{} {
 	j.T.Helper()
 	n := j.Start(i)
+	pr := n.Protocols
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	n.stopRestore, n.restored = cancel, done
 	go func() {
 		defer close(done)
-		n.Protocols.Restore(context.Background(), true)
+		pr.Restore(ctx, true)
 	}()
 	return done
 }
@@ -251,19 +260,27 @@ func (j *Job) RestartAll() {
 	}
 }
 
-// Kill stops node i as a crash would: its protocols first (their
-// contexts end, so nothing they were doing goes on to act on the calls
-// that now fail: a killed daemon persists nothing after the kill), then
-// its network (calls to it fail as a broken link would), then its store
-// (whose state is as persisted).
+// Kill stops node i as a crash would: its restore (if one runs) and its
+// protocols first (their contexts end, so nothing they were doing goes on
+// to act on the calls that now fail: a killed daemon persists nothing
+// after the kill), then its network (calls to it fail as a broken link
+// would), then, once the restore has returned, its store (whose state is
+// as persisted).
 func (j *Job) Kill(i int) {
 	n := j.Nodes[i]
 	if n.Store == nil {
 		return
 	}
+	if n.stopRestore != nil {
+		n.stopRestore()
+	}
 	n.Protocols.Close()
 	j.Net.Kill(i)
 	n.Protocols = nil
+	if n.restored != nil {
+		<-n.restored
+	}
+	n.stopRestore, n.restored = nil, nil
 	n.Store.Close()
 	n.Store = nil
 	j.Changed()
