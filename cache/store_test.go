@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/cache.") }
 
 // testStore opens a store on temp dirs and records its events.
 type testStore struct {

@@ -17,7 +17,11 @@ import (
 	"github.com/scrfs/scrfs/schemes"
 )
 
-func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/completion") }
+// node/nodetest has no tests of its own: the tests that run whole jobs on
+// it check its goroutines too, and those of the nodes and stores it opens.
+func TestMain(m *testing.M) {
+	testutil.LeakCheckMain(m, "scrfs/completion.", "scrfs/node.", "scrfs/node/nodetest.", "scrfs/cache.")
+}
 
 const wait = 20 * time.Second // bound of every wait: far above what a test needs
 

@@ -22,6 +22,8 @@ import (
 	"github.com/scrfs/scrfs/internal/testutil"
 )
 
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/daemon.") }
+
 // loopExt4 mounts a small ext4 file system with 1 KiB blocks (a directory
 // block then holds a few dozen entries) and returns it; it skips where
 // that needs what the machine lacks (root, mkfs.ext4, loop devices).

@@ -22,6 +22,7 @@ import (
 	// The daemon runs as a separate binary built in TestMain; importing its
 	// package makes go test's cache notice when the daemon changes.
 	_ "github.com/scrfs/scrfs/daemon"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // scrfsBin is the scrfs binary built once for all tests.
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: building scrfs:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testutil.LeakCheck(m.Run(), "scrfs/e2e.")
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -17,7 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/flush.") }
 
 // fastDir returns a fresh directory on tmpfs when there is one (the cache
 // side is tmpfs in production, and tests stay fast), else t.TempDir().

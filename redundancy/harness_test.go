@@ -18,7 +18,11 @@ import (
 	"github.com/scrfs/scrfs/schemes"
 )
 
-func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/redundancy") }
+// node/nodetest has no tests of its own: the tests that run whole jobs on
+// it check its goroutines too, and those of the nodes and stores it opens.
+func TestMain(m *testing.M) {
+	testutil.LeakCheckMain(m, "scrfs/redundancy.", "scrfs/node.", "scrfs/node/nodetest.", "scrfs/cache.")
+}
 
 // Schemes of a set of four, as the e2e tests run them.
 var (

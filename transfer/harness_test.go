@@ -19,7 +19,11 @@ import (
 	"github.com/scrfs/scrfs/transfer"
 )
 
-func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/transfer") }
+// node/nodetest has no tests of its own: the tests that run whole jobs on
+// it check its goroutines too, and those of the nodes and stores it opens.
+func TestMain(m *testing.M) {
+	testutil.LeakCheckMain(m, "scrfs/transfer.", "scrfs/node.", "scrfs/node/nodetest.", "scrfs/cache.")
+}
 
 const wait = 20 * time.Second // bound of every wait: far above what a test needs
 

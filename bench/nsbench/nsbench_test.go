@@ -8,7 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+// A package main's frames are named main.f: its goroutines are told by
+// the directory of their files.
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "/bench/nsbench/") }
 
 func TestFlags(t *testing.T) {
 	o, err := parseFlags(nil, io.Discard)

@@ -6,7 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+// A package main's frames are named main.f: its goroutines are told by
+// the directory of their files.
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "/bench/redbench/") }
 
 // TestSchemeTraffic checks the traffic model against the rules of
 // docs/formats-redundancy.md: what each member sends in all, to whom, and

@@ -6,7 +6,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+// A package main's frames are named main.f: its goroutines are told by
+// the directory of their files.
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "/bench/stall/") }
 
 // TestCheckpointLayouts: each workload writes what issue 16 describes, for
 // every rank of every node, and nothing else.

@@ -3,7 +3,11 @@ package group
 import (
 	"context"
 	"testing"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/internal/group.") }
 
 func TestStopCancelsAndWaits(t *testing.T) {
 	g := New(context.Background())

@@ -12,39 +12,42 @@ import (
 )
 
 // LeakCheckMain runs the tests, then fails the run if goroutines running
-// code whose stack mentions marker (e.g. "scrfs/redundancy") are still alive
-// a few seconds later: every goroutine a package starts must have an owner
-// that waits for it. Goroutines of TestMain itself are not counted, nor are
-// fuzzing workers' (they run TestMain with a target still going).
-func LeakCheckMain(m *testing.M, marker string) {
-	code := m.Run()
-	if f := flag.Lookup("test.fuzz"); f != nil && f.Value.String() != "" {
-		os.Exit(code)
+// code whose stack mentions one of markers (e.g. "scrfs/redundancy.") are
+// still alive a few seconds later: every goroutine a package starts must
+// have an owner that waits for it. Goroutines of TestMain itself are not
+// counted, nor are fuzzing workers' (they run TestMain with a target still
+// going).
+func LeakCheckMain(m *testing.M, markers ...string) { os.Exit(LeakCheck(m.Run(), markers...)) }
+
+// LeakCheck is LeakCheckMain's check, for a TestMain that does more
+// around m.Run: given the tests' exit code, it returns it, or 1 if it was
+// 0 and goroutines of markers outlive the tests (it prints them).
+func LeakCheck(code int, markers ...string) int {
+	if f := flag.Lookup("test.fuzz"); code != 0 || f != nil && f.Value.String() != "" {
+		return code
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for code == 0 {
-		left := goroutines(marker)
-		if len(left) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(os.Stderr, "%d goroutines leaked:\n%s\n", len(left), strings.Join(left, "\n\n"))
-			code = 1
-			break
-		}
-		// Exiting goroutines have nothing to wait on but the scheduler.
-		time.Sleep(10 * time.Millisecond)
+	// Exiting goroutines have nothing to wait on but the scheduler.
+	var left []string
+	if !Poll(5*time.Second, func() bool { left = goroutines(markers); return len(left) == 0 }) {
+		fmt.Fprintf(os.Stderr, "%d goroutines leaked:\n%s\n", len(left), strings.Join(left, "\n\n"))
+		return 1
 	}
-	os.Exit(code)
+	return code
 }
 
-func goroutines(marker string) []string {
+func goroutines(markers []string) []string {
 	buf := make([]byte, 4<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, marker) && !strings.Contains(g, ".TestMain(") && !strings.Contains(g, "testutil.LeakCheckMain") {
-			out = append(out, g)
+		if strings.Contains(g, ".TestMain(") || strings.Contains(g, "testutil.LeakCheck") {
+			continue
+		}
+		for _, m := range markers {
+			if strings.Contains(g, m) {
+				out = append(out, g)
+				break
+			}
 		}
 	}
 	return out

@@ -10,7 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
+
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/bench/internal/job.") }
 
 // TestParseEvent decodes what slog's JSON handler (log.format = "json")
 // really writes, and refuses what it does not.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // TestMain lets the test binary serve as a node process (node.go), as a
@@ -15,7 +17,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == NodeArg {
 		os.Exit(NodeMain(os.Args[2:], os.Stdin, os.Stdout))
 	}
-	os.Exit(m.Run())
+	os.Exit(testutil.LeakCheck(m.Run(), "scrfs/bench/internal/netbound."))
 }
 
 // needAddrs skips the test where 127.0.0.3 cannot be bound.
