@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // stopBound is how long a daemon may take from SIGTERM to gone: the
@@ -36,22 +38,21 @@ func blockedMkdir(t *testing.T, p string) (tid int, result <-chan error) {
 	}()
 	tid = <-tids
 	stack := "/proc/self/task/" + strconv.Itoa(tid) + "/stack"
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// The kernel reports no event for "now blocked": the stack is polled.
+	var b []byte
+	blocked := testutil.Poll(20*time.Second, func() bool {
 		select {
 		case err := <-errs:
 			t.Fatalf("mkdir %s returned (%v) without waiting for node 0", p, err)
 		default:
 		}
-		b, _ := os.ReadFile(stack)
-		if strings.Contains(string(b), "fuse") {
-			return tid, errs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mkdir %s never waited in the FUSE request; thread %d's stack:\n%s", p, tid, b)
-		}
-		time.Sleep(10 * time.Millisecond) // the kernel reports no event for "now blocked"
+		b, _ = os.ReadFile(stack)
+		return strings.Contains(string(b), "fuse")
+	})
+	if !blocked {
+		t.Fatalf("mkdir %s never waited in the FUSE request; thread %d's stack:\n%s", p, tid, b)
 	}
+	return tid, errs
 }
 
 // mkdirWaitingForNode0 starts a job of two daemons, hangs node 0 (SIGSTOP:
