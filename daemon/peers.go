@@ -6,7 +6,7 @@ import (
 
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/jobnet/peernet"
 	"github.com/scrfs/scrfs/peer"
 	"github.com/scrfs/scrfs/record"
 )
@@ -44,7 +44,7 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 		IOTimeout:   c.IOTimeout.Duration,
 		Heartbeat:   c.Heartbeat.Duration,
 		MaxFrame:    maxFrame,
-		Handlers:    jobnet.PeerHandlers(d.mux, d.mux.Kinds()),
+		Handlers:    peernet.Handlers(d.mux),
 		Logger:      d.log,
 		Registerer:  d.reg,
 	})
@@ -52,7 +52,7 @@ func (d *Daemon) startPeers(ctx context.Context) error {
 		return fmt.Errorf("peer: %w", err)
 	}
 	d.peer = node
-	d.mux.Attach(jobnet.OverPeer(node))
+	d.mux.Attach(peernet.Transport(node))
 	set, _ := d.cluster.Layout.Find(d.self)
 	var others []int
 	for _, m := range set.Members {

@@ -261,3 +261,14 @@ func NewToken() string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// Kinds returns the request kinds registered on m.
+func (m *Mux) Kinds() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.handlers))
+	for k := range m.handlers {
+		out = append(out, k)
+	}
+	return out
+}

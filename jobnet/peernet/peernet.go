@@ -1,15 +1,21 @@
-package jobnet
+// Package peernet is the job's message layer (package jobnet) over peer's
+// authenticated TCP links between the daemons, as package memnet is over
+// memory for tests: the only place where the two meet, so that neither
+// the protocols nor jobnet know what carries their messages.
+package peernet
 
 import (
 	"context"
 	"errors"
 
+	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/peer"
 )
 
-// PeerHandlers returns the handler table to start a peer.Node with, so
-// that every request kind reaches m.
-func PeerHandlers(m *Mux, kinds []string) map[string]peer.Handler {
+// Handlers returns the handler table to start a peer.Node with, so that
+// every request kind registered on m reaches it.
+func Handlers(m *jobnet.Mux) map[string]peer.Handler {
+	kinds := m.Kinds()
 	out := make(map[string]peer.Handler, len(kinds))
 	for _, kind := range kinds {
 		out[kind] = func(ctx context.Context, from int, req []byte) ([]byte, error) {
@@ -19,31 +25,20 @@ func PeerHandlers(m *Mux, kinds []string) map[string]peer.Handler {
 	return out
 }
 
-// Kinds returns the request kinds registered on m.
-func (m *Mux) Kinds() []string {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make([]string, 0, len(m.handlers))
-	for k := range m.handlers {
-		out = append(out, k)
-	}
-	return out
-}
-
-// OverPeer is the Transport of the job's authenticated TCP links.
-func OverPeer(n *peer.Node) Transport { return peerTransport{n} }
+// Transport is the jobnet.Transport of the job's authenticated TCP links.
+func Transport(n *peer.Node) jobnet.Transport { return peerTransport{n} }
 
 type peerTransport struct{ n *peer.Node }
 
 func (t peerTransport) Call(ctx context.Context, to int, kind string, req []byte) ([]byte, error) {
 	b, err := t.n.Call(ctx, to, kind, req)
 	if errors.Is(err, peer.ErrConnLost) {
-		return nil, errors.Join(err, ErrConnLost)
+		return nil, errors.Join(err, jobnet.ErrConnLost)
 	}
 	return b, err
 }
 
-func (t peerTransport) OpenStream(ctx context.Context, to int, id string) (Stream, error) {
+func (t peerTransport) OpenStream(ctx context.Context, to int, id string) (jobnet.Stream, error) {
 	s, err := t.n.OpenStream(ctx, to, id)
 	if err != nil {
 		return nil, err
@@ -51,7 +46,7 @@ func (t peerTransport) OpenStream(ctx context.Context, to int, id string) (Strea
 	return s, nil
 }
 
-func (t peerTransport) AcceptStream(ctx context.Context, from int, id string) (Stream, error) {
+func (t peerTransport) AcceptStream(ctx context.Context, from int, id string) (jobnet.Stream, error) {
 	s, err := t.n.AcceptStream(ctx, from, id)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package jobnet_test
+package peernet_test
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/jobnet/peernet"
 	"github.com/scrfs/scrfs/peer"
 )
 
-func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/jobnet") }
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/jobnet", "scrfs/peer") }
 
 var errGone = errors.New("gone")
 
@@ -37,12 +38,12 @@ func TestOverPeer(t *testing.T) {
 			return fmt.Sprintf("%d says hello to %d", i, from), nil
 		})
 		n, err := peer.Start(ctx, peer.Config{Job: "t", Self: i, Addrs: addrs,
-			Secret: []byte("0123456789abcdef0123"), Handlers: jobnet.PeerHandlers(m, m.Kinds())})
+			Secret: []byte("0123456789abcdef0123"), Handlers: peernet.Handlers(m)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer n.Close()
-		m.Attach(jobnet.OverPeer(n))
+		m.Attach(peernet.Transport(n))
 		nodes, protos = append(nodes, n), append(protos, p)
 	}
 	var got string
@@ -111,12 +112,12 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 			continue
 		}
 		n, err := peer.Start(ctx, peer.Config{Job: "t", Self: i, Addrs: addrs, Registerer: reg,
-			Secret: []byte("0123456789abcdef0123"), Handlers: jobnet.PeerHandlers(m, m.Kinds())})
+			Secret: []byte("0123456789abcdef0123"), Handlers: peernet.Handlers(m)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer n.Close()
-		m.Attach(jobnet.OverPeer(n))
+		m.Attach(peernet.Transport(n))
 		protos, nodes, regs = append(protos, p), append(nodes, n), append(regs, reg)
 	}
 	all := make([]int, 0, size)
