@@ -3,9 +3,10 @@
 // byte messages for bulk data) between the daemons of one job, addressed by
 // node index.
 //
-// A Transport moves the bytes: OverPeer adapts the authenticated TCP links of
-// package peer, and package memnet is an in-memory Transport with injectable
-// faults for tests that run several nodes in one process. A Mux sits on top:
+// A Transport moves the bytes: package peernet adapts the authenticated TCP
+// links of package peer (jobnet itself never imports it), and package
+// memnet is an in-memory Transport with injectable faults for tests that
+// run several nodes in one process. A Mux sits on top:
 // it holds the protocols' handlers by request kind, each protocol in a
 // namespace of its own (Mux.Protocol: the kind "begin" of protocol
 // "completion" travels as "completion.begin", and a name or kind
