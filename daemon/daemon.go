@@ -14,6 +14,7 @@ import (
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/fs"
+	"github.com/scrfs/scrfs/fs/mount"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/namespace"
 	"github.com/scrfs/scrfs/node"
@@ -27,6 +28,9 @@ type Options struct {
 	Mountpoint string
 	Logger     *slog.Logger
 	Version    string
+	// GuardArgs are the arguments that make this program the mount's
+	// guard (see mount.Options.Guard); nil: no guard.
+	GuardArgs []string
 }
 
 // Daemon is one running scrfs node.
@@ -35,6 +39,7 @@ type Daemon struct {
 	log        *slog.Logger
 	version    string
 	mountpoint string
+	guardArgs  []string
 	started    time.Time
 	cacheDir   string
 	controlDir string
@@ -45,7 +50,7 @@ type Daemon struct {
 	store       *cache.Store
 	node        *node.Node
 	fsys        *fs.FS
-	mount       *fs.Mount
+	mount       *mount.Mount
 	mux         *jobnet.Mux
 	peer        *peer.Node // nil in a job of one node
 	metricsAddr string     // bound metrics address
@@ -66,6 +71,7 @@ func Run(ctx context.Context, o Options) error {
 		log:         o.Logger,
 		version:     o.Version,
 		mountpoint:  o.Mountpoint,
+		guardArgs:   o.GuardArgs,
 		started:     time.Now(),
 		cacheDir:    cluster.CachePath(o.Config).String(),
 		controlDir:  cluster.ControlPath(o.Config).String(),
@@ -91,8 +97,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer d.node.Close()
+	f := d.cfg.Fuse
 	d.fsys = fs.New(fs.Options{Store: d.store, Job: d.node, Namespace: mountedNamespace{d.node.Namespace},
-		Logger: d.log, Registerer: d.reg})
+		Logger: d.log, Registerer: d.reg,
+		EntryTimeout: f.EntryTimeout.Duration, AttrTimeout: f.AttrTimeout.Duration, NegativeTimeout: f.NegativeTimeout.Duration})
 	// What the last run left being written can never complete: it fails
 	// before a peer (a completion round) or the application can reach it.
 	d.store.FailWriting(node.Incomplete)
@@ -133,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // openStore opens the job's cache. When the daemon holding it was killed
-// but is held in the kernel (see fs.RecoverKilled), its mounts are
+// but is held in the kernel (see mount.RecoverKilled), its mounts are
 // aborted so that it exits, and the cache opened after it.
 func (d *Daemon) openStore() error {
 	err := d.openStoreOnce()
@@ -141,7 +149,7 @@ func (d *Daemon) openStore() error {
 	if !errors.As(err, &le) {
 		return err
 	}
-	freed, rerr := fs.RecoverKilled(d.cacheDir, le.Pid, killedExitWait, d.log)
+	freed, rerr := mount.RecoverKilled(d.cacheDir, le.Pid, killedExitWait, d.log)
 	if rerr != nil {
 		return fmt.Errorf("%w (%w)", err, rerr)
 	}
@@ -212,16 +220,15 @@ func (d *Daemon) readCacheBytes() int64 {
 
 func (d *Daemon) mountFS() error {
 	f := d.cfg.Fuse
-	m, err := d.fsys.Mount(d.mountpoint, fs.MountOptions{
-		MaxWrite:        int(f.MaxWrite),
-		EntryTimeout:    f.EntryTimeout.Duration,
-		AttrTimeout:     f.AttrTimeout.Duration,
-		NegativeTimeout: f.NegativeTimeout.Duration,
-		AllowOther:      f.AllowOther,
-		Debug:           f.Debug,
-		Passthrough:     f.Passthrough,
-		Method:          f.Mount,
-		Guard:           true,
+	m, err := mount.New(d.mountpoint, d.fsys, mount.Options{
+		CacheDir:    d.store.CacheDir(),
+		MaxWrite:    int(f.MaxWrite),
+		AllowOther:  f.AllowOther,
+		Debug:       f.Debug,
+		Passthrough: f.Passthrough,
+		Method:      f.Mount,
+		Guard:       d.guardArgs,
+		Logger:      d.log,
 	})
 	if err != nil {
 		return err

@@ -212,7 +212,7 @@ func (n *Node) Logs() string {
 // Kill sends SIGKILL and waits for the process to be gone, as a crash.
 // One killed while a thread of it told the kernel to drop a cached name,
 // which waits for the directory an application's request holds, is held
-// by the kernel until its connection is aborted (fs.RecoverKilled): Kill
+// by the kernel until its connection is aborted (mount.RecoverKilled): Kill
 // returns, and the next start of the node must free it. A process still
 // there a minute later for any other reason is stuck: the test fails with
 // its threads' kernel stacks.

@@ -34,9 +34,18 @@
 // I/O): the writer's pages go to the daemon as they are, instead of being
 // copied into a second cached copy of the checkpoint first.
 //
+// # Mounting
+//
+// The FS does not mount itself: package fs/mount does, and owns the
+// mount's life (the mountpoint, stale and killed mounts, the guard,
+// unmounting). The FS hands it its root and go-fuse options (Root,
+// NodeOptions, with the kernel cache timeouts of Options) and is told the
+// server once mounted (Mounted: only then may nodes notify the kernel) and
+// whether the kernel takes passthrough (SetPassthrough).
+//
 // # Errors
 //
 // Every method returns syscall.Errno; Go errors from the cache store are
 // mapped in exactly one place, toErrno. go-fuse types stay inside this
-// package.
+// package and fs/mount.
 package fs

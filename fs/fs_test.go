@@ -16,15 +16,16 @@ import (
 )
 
 // go-fuse's own goroutines (a server's readers) count only while they run
-// this package's code, and every mount test unmounts its server. Three
-// kinds of this package's goroutines have no owner that waits, by design,
-// and pass only because no test makes them outlive it: a kernel
-// notification (Forgot, Appeared: sent from within a FUSE request it
-// would deadlock) ends when the kernel answers or the mount goes; the
-// statfs of a hung mount (statfsWithin) cannot be cut short; and Unmount
-// of a busy, lazily detached mount stops waiting for its server after
-// lazyWait.
-func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/fs.") }
+// this package's code, and every mount test unmounts its server. The
+// goroutines of fs/mount, with which these tests mount, are checked too.
+// Three kinds of goroutine have no owner that waits, by design, and pass
+// only because no test makes them outlive it: a kernel notification of
+// this package (forget, appeared: sent from within a FUSE request it
+// would deadlock) ends when the kernel answers or the mount goes; in
+// fs/mount, the statfs of a hung mount (statfsWithin) cannot be cut short,
+// and Unmount of a busy, lazily detached mount stops waiting for its
+// server after lazyWait.
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/fs.", "scrfs/fs/mount.") }
 
 // TestPosix runs go-fuse's conformance tests inside a dataset directory,
 // on the daemon data path and with passthrough.

@@ -26,9 +26,11 @@ type Options struct {
 	Namespace  Namespace
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics exported
-	// Passthrough offers the kernel the cache file's descriptor on open, so
-	// reads and writes bypass the daemon where the kernel allows it.
-	Passthrough bool
+	// EntryTimeout, AttrTimeout and NegativeTimeout are how long the
+	// kernel may keep the names, attributes and absences the tree answers
+	// with, while they may still change (complete datasets' are kept
+	// longer: immutableTimeout).
+	EntryTimeout, AttrTimeout, NegativeTimeout time.Duration
 }
 
 // FS is one mounted scrfs file system: the per-mount state every node
@@ -46,10 +48,11 @@ type FS struct {
 	job         Job
 	ns          Namespace // nil: every node shows only its own files
 
-	// server is set once mounted; nodes use it for kernel notifications.
+	// server is set once mounted (Mounted): only then can nodes notify
+	// the kernel.
 	server *fuse.Server
-	// attrTimeout is the mount's attribute timeout, set once mounted.
-	attrTimeout time.Duration
+	// Kernel cache timeouts (Options).
+	entryTimeout, attrTimeout, negativeTimeout time.Duration
 }
 
 // owner is who namespace directories belong to: the daemon's user.
@@ -61,14 +64,16 @@ func New(opts Options) *FS {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &FS{
-		store:       opts.Store,
-		router:      opts.Store.Router(),
-		log:         opts.Logger,
-		metrics:     newMetrics(opts.Registerer),
-		passthrough: opts.Passthrough,
-		owner:       owner{uint32(os.Getuid()), uint32(os.Getgid())},
-		job:         opts.Job,
-		ns:          opts.Namespace,
+		store:           opts.Store,
+		router:          opts.Store.Router(),
+		log:             opts.Logger,
+		metrics:         newMetrics(opts.Registerer),
+		owner:           owner{uint32(os.Getuid()), uint32(os.Getgid())},
+		job:             opts.Job,
+		ns:              opts.Namespace,
+		entryTimeout:    opts.EntryTimeout,
+		attrTimeout:     opts.AttrTimeout,
+		negativeTimeout: opts.NegativeTimeout,
 	}
 	if f.job == nil {
 		f.job = alone{}
@@ -78,17 +83,36 @@ func New(opts Options) *FS {
 	return f
 }
 
-// nodeOptions are the go-fuse options of the node tree, mounted or not.
-func (f *FS) nodeOptions() *gofs.Options {
+// Root returns the root of the node tree, to mount (see package
+// fs/mount).
+func (f *FS) Root() gofs.InodeEmbedder { return f.root }
+
+// NodeOptions returns the go-fuse options of the node tree, mounted or
+// not; a mount fills in their MountOptions.
+func (f *FS) NodeOptions() *gofs.Options {
+	entry, attr, negative := f.entryTimeout, f.attrTimeout, f.negativeTimeout
 	return &gofs.Options{
 		// Modes as stored: a file chmod'ed to 0000 must read 0000, and
 		// with allow_other the kernel then refuses other users.
 		NullPermissions: true,
 		// The root's inode number, as stat and its "." and ".." show it.
-		RootStableAttr: &gofs.StableAttr{Ino: rootIno},
-		Logger:         slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+		RootStableAttr:  &gofs.StableAttr{Ino: rootIno},
+		EntryTimeout:    &entry,
+		AttrTimeout:     &attr,
+		NegativeTimeout: &negative,
+		Logger:          slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
 	}
 }
+
+// Mounted hands the FS the server that serves it: from then on it tells
+// the kernel of datasets that come and go behind its back (forget,
+// appeared).
+func (f *FS) Mounted(server *fuse.Server) { f.server = server }
+
+// SetPassthrough says whether opens hand the kernel the cache file's
+// descriptor, so that reads and writes bypass the daemon; the mount
+// decides from what the kernel offers.
+func (f *FS) SetPassthrough(on bool) { f.passthrough = on }
 
 // rootIno is the mount root's inode number, FUSE's root node id. Cache
 // entries keep their cache inode numbers, and a cache directory below

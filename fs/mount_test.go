@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/fs/mount"
 	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
@@ -32,7 +33,7 @@ func requireFUSE(t testing.TB) {
 type testMount struct {
 	dir       string
 	store     *cache.Store
-	m         *Mount
+	m         *mount.Mount
 	completed chan string
 }
 
@@ -43,7 +44,8 @@ type mountConfig struct {
 	cacheSize   int
 	allowOther  bool
 	// timeouts overrides the mount's entry, attribute and negative
-	// timeouts (1 s) when set; -1 means none.
+	// timeouts (1 s) when set; -1 means none. Unmounted node trees have
+	// none.
 	timeouts time.Duration
 	// requests, when set, counts every FUSE request the kernel sends.
 	requests *requestCounter
@@ -57,19 +59,19 @@ func mountTest(t testing.TB, mc mountConfig) *testMount {
 	if mc.passthrough == "" {
 		mc.passthrough = "off"
 	}
-	tm, fsys := newTestFS(t, mc)
-	timeout := time.Second
 	switch {
 	case mc.timeouts < 0:
-		timeout = 0
-	case mc.timeouts > 0:
-		timeout = mc.timeouts
+		mc.timeouts = 0
+	case mc.timeouts == 0:
+		mc.timeouts = time.Second
 	}
+	tm, fsys := newTestFS(t, mc)
 	var err error
-	tm.m, err = fsys.Mount(tm.dir, MountOptions{
-		MaxWrite: 1 << 20, EntryTimeout: timeout, AttrTimeout: timeout, NegativeTimeout: timeout,
+	tm.m, err = mount.New(tm.dir, fsys, mount.Options{
+		CacheDir: tm.store.CacheDir(), MaxWrite: 1 << 20,
 		AllowOther: mc.allowOther, Passthrough: mc.passthrough,
-		Debug: mc.requests != nil || testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
+		Debug:  mc.requests != nil || testing.Verbose() && os.Getenv("SCRFS_FUSE_DEBUG") != "",
+		Logger: fsys.log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +121,8 @@ func newTestFS(t testing.TB, mc mountConfig) (*testMount, *FS) {
 		}
 	})
 	t.Cleanup(func() { tm.store.Close() })
-	return tm, New(Options{Store: tm.store, Logger: log})
+	return tm, New(Options{Store: tm.store, Logger: log,
+		EntryTimeout: mc.timeouts, AttrTimeout: mc.timeouts, NegativeTimeout: mc.timeouts})
 }
 
 func (tm *testMount) awaitComplete(t *testing.T, name string) {

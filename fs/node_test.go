@@ -31,7 +31,7 @@ type nodeTest struct {
 func newNodeTest(t *testing.T, mc mountConfig) *nodeTest {
 	t.Helper()
 	tm, fsys := newTestFS(t, mc)
-	gofs.NewNodeFS(fsys.root, fsys.nodeOptions())
+	gofs.NewNodeFS(fsys.root, fsys.NodeOptions())
 	return &nodeTest{testMount: tm, fsys: fsys, ctx: context.Background()}
 }
 
@@ -353,7 +353,7 @@ func TestNodeWriteOnlyHandlesBypassPageCache(t *testing.T) {
 // kernel's do, since that is where nodes are matched by identity.
 func TestNodeInodeNumberReused(t *testing.T) {
 	tm, fsys := newTestFS(t, mountConfig{})
-	raw := gofs.NewNodeFS(fsys.root, fsys.nodeOptions())
+	raw := gofs.NewNodeFS(fsys.root, fsys.NodeOptions())
 	lookup := func(name string) *dsNode {
 		t.Helper()
 		var out fuse.EntryOut

@@ -60,6 +60,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return c.run(e, args[1:])
 		}
 	}
+	if args[0] == guardCommand { // hidden: not in commands(), so not in help
+		return runMountGuard(e, args[1:])
+	}
 	e.errorf("unknown command %q (try scrfs help)", args[0])
 	return exitUsage
 }

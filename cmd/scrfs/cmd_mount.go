@@ -67,7 +67,8 @@ func runMount(e *env, args []string) int {
 		}
 	}()
 
-	err := daemon.Run(ctx, daemon.Options{Config: cfg, Mountpoint: fs.Arg(0), Logger: log, Version: versionString()})
+	err := daemon.Run(ctx, daemon.Options{Config: cfg, Mountpoint: fs.Arg(0), Logger: log, Version: versionString(),
+		GuardArgs: []string{guardCommand}})
 	if errors.Is(err, jobdir.ErrUnsafe) {
 		e.errorf("%v", err)
 		return exitUnsafe

@@ -10,17 +10,13 @@
 //	scrfs version                    print the version
 //
 // docs/cli.md describes every command, flag, exit code and JSON schema.
+// One more command is not listed there nor in scrfs help: `scrfs
+// mount-guard PID CONN`, the mount's guard process, which `scrfs mount`
+// starts itself (cmd_guard.go).
 package main
 
-import (
-	"os"
-
-	"github.com/scrfs/scrfs/fs"
-)
+import "os"
 
 func main() {
-	if fs.Guard() { // this process is a mount's guard (see fs.Guard)
-		return
-	}
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }

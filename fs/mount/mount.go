@@ -1,4 +1,4 @@
-package fs
+package mount
 
 import (
 	"errors"
@@ -17,45 +17,73 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// MountOptions configure how an FS is mounted.
-type MountOptions struct {
+// Tree is the go-fuse node tree a mount serves; scrfs's is *fs.FS. The
+// mount reads its root and options once, and tells it what only a served
+// mount knows.
+type Tree interface {
+	// Root returns the node shown at the mountpoint.
+	Root() gofs.InodeEmbedder
+	// NodeOptions returns the tree's go-fuse options; the mount fills in
+	// their MountOptions.
+	NodeOptions() *gofs.Options
+	// Mounted hands the tree the server that now serves it, as soon as
+	// the kernel has answered INIT, so that it may notify the kernel.
+	Mounted(server *fuse.Server)
+	// SetPassthrough says whether opens may hand the kernel a backing
+	// file (FUSE passthrough): false before the mount, then what the
+	// kernel and this process's privileges allow.
+	SetPassthrough(on bool)
+}
+
+// Options configure how a Tree is mounted.
+type Options struct {
+	// CacheDir is the directory the tree serves its files from (the
+	// job's cache). It is the mount's source in the mount table, which df
+	// shows and by which a later start recognises a mount of the same
+	// cache whose daemon was killed (prepareMountpoint, RecoverKilled);
+	// the passthrough probe file is made there.
+	CacheDir string
 	// MaxWrite is the largest WRITE the kernel sends (go-fuse allows 1 MiB):
 	// fewer, larger requests on the daemon data path.
-	MaxWrite        int
-	EntryTimeout    time.Duration
-	AttrTimeout     time.Duration
-	NegativeTimeout time.Duration
-	AllowOther      bool
-	Debug           bool // log every FUSE request
+	MaxWrite   int
+	AllowOther bool
+	Debug      bool // log every FUSE request
 	// Passthrough is "auto" (use it when the kernel and privileges allow),
 	// "on" (fail the mount without it) or "off".
 	Passthrough string
 	// Method is "auto" (direct mount(2) as root, fusermount3 otherwise),
 	// "direct" or "fusermount".
 	Method string
-	// Guard starts the mount's guard process (this program run again, so
-	// its main must call Guard first; see guard.go).
-	Guard bool
+	// Guard are the arguments that make this program (os.Executable) run
+	// as the mount's guard, before the daemon's pid and the connection
+	// (cmd/scrfs: "mount-guard"; see guard.go). Nil starts no guard: a
+	// test binary, say, has no such command.
+	Guard []string
+	// Logger gets what the mount did and go-fuse's warnings; nil: none.
+	Logger *slog.Logger
 }
 
-// Mount is a mounted FS.
+// Mount is a mounted Tree.
 type Mount struct {
-	fsys        *FS
 	dir         string
 	server      *fuse.Server
 	passthrough bool
 	log         *slog.Logger
 }
 
-// Mount mounts the FS on dir and serves it until Unmount. A stale mount left
+// New mounts tree on dir and serves it until Unmount. A stale mount left
 // at dir by a daemon that crashed is detected and replaced; a live one is an
 // error. dir is created if it does not exist.
-func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
+func New(dir string, tree Tree, o Options) (*Mount, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	if err := prepareMountpoint(dir, f.store.CacheDir(), f.log); err != nil {
+	if err := prepareMountpoint(dir, o.CacheDir, log); err != nil {
 		return nil, err
 	}
 	direct := o.Method == "direct" || (o.Method != "fusermount" && os.Geteuid() == 0)
@@ -77,10 +105,9 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 	if o.AllowOther {
 		mountOpts = append(mountOpts, "allow_other", "default_permissions")
 	}
-	opts := f.nodeOptions()
-	opts.EntryTimeout, opts.AttrTimeout, opts.NegativeTimeout = &o.EntryTimeout, &o.AttrTimeout, &o.NegativeTimeout
+	opts := tree.NodeOptions()
 	opts.MountOptions = fuse.MountOptions{
-		FsName:        f.store.CacheDir(),
+		FsName:        o.CacheDir,
 		Name:          "scrfs",
 		MaxWrite:      o.MaxWrite,
 		MaxReadAhead:  o.MaxWrite,
@@ -92,36 +119,35 @@ func (f *FS) Mount(dir string, o MountOptions) (*Mount, error) {
 		DirectMount:       direct,
 		Options:           mountOpts,
 		Debug:             o.Debug,
-		Logger:            slog.NewLogLogger(f.log.Handler(), slog.LevelWarn),
+		Logger:            slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	f.attrTimeout = o.AttrTimeout
-	f.passthrough = false // decided below, once the kernel has answered INIT
-	server, err := gofs.Mount(dir, f.root, opts)
+	tree.SetPassthrough(false) // decided below, once the kernel has answered INIT
+	server, err := gofs.Mount(dir, tree.Root(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
-	f.server = server
-	m := &Mount{fsys: f, dir: dir, server: server, log: f.log}
+	tree.Mounted(server)
+	m := &Mount{dir: dir, server: server, log: log}
 	if o.Passthrough != "off" {
-		why := m.probePassthrough()
+		why := m.probePassthrough(o.CacheDir)
 		if why != "" && o.Passthrough == "on" {
 			m.Unmount()
 			return nil, fmt.Errorf("mount %s: fuse.passthrough = \"on\" but %s", dir, why)
 		}
 		if why != "" {
-			f.log.Info("FUSE passthrough unavailable; serving data through the daemon", "why", why)
+			log.Info("FUSE passthrough unavailable; serving data through the daemon", "why", why)
 		}
 	}
-	f.passthrough = m.passthrough
+	tree.SetPassthrough(m.passthrough)
 	m.raiseReadahead(o.MaxWrite)
-	if !o.Guard {
+	if o.Guard == nil {
 		return m, nil
 	}
 	if mi, ok := mountAt(dir); ok {
-		if pid, err := startGuard(mi.conn); err != nil {
-			f.log.Warn("no mount guard: a killed daemon held in the kernel stays until the next start frees it", "err", err)
+		if pid, err := startGuard(o.Guard, mi.conn); err != nil {
+			log.Warn("no mount guard: a killed daemon held in the kernel stays until the next start frees it", "err", err)
 		} else {
-			f.log.Debug("mount guard started", "pid", pid, "connection", mi.conn)
+			log.Debug("mount guard started", "pid", pid, "connection", mi.conn)
 		}
 	}
 	return m, nil
@@ -146,13 +172,13 @@ func (m *Mount) raiseReadahead(n int) {
 }
 
 // probePassthrough checks that the kernel offered passthrough and that this
-// process may register backing files (CAP_SYS_ADMIN). It returns why not,
-// or "" when passthrough is on.
-func (m *Mount) probePassthrough() string {
+// process may register backing files (CAP_SYS_ADMIN), with a probe file
+// made in dir. It returns why not, or "" when passthrough is on.
+func (m *Mount) probePassthrough(dir string) string {
 	if m.server.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		return "the kernel does not offer it (needs Linux >= 6.9)"
 	}
-	probe, err := os.CreateTemp(m.fsys.store.CacheDir(), ".passthrough-probe-*")
+	probe, err := os.CreateTemp(dir, ".passthrough-probe-*")
 	if err != nil {
 		return "cannot create a probe file: " + err.Error()
 	}

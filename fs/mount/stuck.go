@@ -1,4 +1,4 @@
-package fs
+package mount
 
 import (
 	"bufio"
@@ -16,14 +16,15 @@ import (
 )
 
 // A daemon killed (SIGKILL) while one of its threads was telling the
-// kernel to drop a cached name (Forget, Appeared: a FUSE_NOTIFY_INVAL_ENTRY
-// write, which takes the directory's lock) can be held in the kernel for
-// good: an application's request in that directory holds the lock while it
-// waits for an answer the dead daemon never sends, and the kernel does not
-// abort the connection while that thread keeps the device open. The
-// process never exits, the application and the mount hang. Aborting the
-// connection (fusectl's abort file) lets both go on; the job's next daemon
-// does it (RecoverKilled, and prepareMountpoint for a mount it finds
+// kernel to drop a cached name (the node tree's forget and appeared: a
+// FUSE_NOTIFY_INVAL_ENTRY write, which takes the directory's lock) can be
+// held in the kernel for good: an application's request in that directory
+// holds the lock while it waits for an answer the dead daemon never sends,
+// and the kernel does not abort the connection while that thread keeps
+// the device open. The process never exits, the application and the mount
+// hang. Aborting the connection (fusectl's abort file) lets both go on;
+// the mount's guard does it at once (guard.go), or else the job's next
+// daemon (RecoverKilled, and prepareMountpoint for a mount it finds
 // unanswered).
 
 // fusectlDir is where the fusectl file system lists FUSE connections.
@@ -111,9 +112,9 @@ func abortConnection(conn int) error {
 // RecoverKilled frees the job's mounts when pid, the daemon that holds its
 // lock, was killed but is held in the kernel: it aborts the connection of
 // every FUSE mount of cacheDir (the source every scrfs mount of that cache
-// carries) and waits, at most timeout, for pid to exit. It reports whether
-// pid was such a daemon and has exited; an error says why it could not be
-// freed.
+// carries: Options.CacheDir) and waits, at most timeout, for pid to exit.
+// It reports whether pid was such a daemon and has exited; an error says
+// why it could not be freed.
 func RecoverKilled(cacheDir string, pid int, timeout time.Duration, log *slog.Logger) (bool, error) {
 	if pid <= 0 || !killedButHeld(pid) {
 		return false, nil
