@@ -56,14 +56,7 @@ func requireFUSE(t testing.TB) {
 	if testing.Short() {
 		t.Skip("runs real daemons with FUSE mounts; skipped in -short mode (the static checks of docs, dashboard and scripts still run)")
 	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("/dev/fuse not available")
-	}
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			t.Skip("fusermount3 not found (apt-get install fuse3)")
-		}
-	}
+	testutil.RequireFUSE(t)
 }
 
 // Node is one scrfs daemon running as a separate process.

@@ -3,7 +3,6 @@ package fs
 import (
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -12,21 +11,8 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/fs/mount"
 	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
-
-// requireFUSE skips a test that needs a kernel FUSE mount where none can be
-// made, saying why.
-func requireFUSE(t testing.TB) {
-	t.Helper()
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("/dev/fuse not available")
-	}
-	if os.Geteuid() != 0 {
-		if _, err := exec.LookPath("fusermount3"); err != nil {
-			t.Skip("fusermount3 not found (apt-get install fuse3)")
-		}
-	}
-}
 
 // testMount is a mounted FS over a fresh cache, with its store's completions
 // delivered on a channel.
@@ -55,7 +41,7 @@ type mountConfig struct {
 // debug output appears only under -v.
 func mountTest(t testing.TB, mc mountConfig) *testMount {
 	t.Helper()
-	requireFUSE(t)
+	testutil.RequireFUSE(t)
 	if mc.passthrough == "" {
 		mc.passthrough = "off"
 	}
