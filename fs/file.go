@@ -48,7 +48,7 @@ func (f *FS) newHandle(n *dsNode, fd int, write, created bool) (*handle, syscall
 // page cache. Under passthrough the kernel writes the cache file itself
 // and this does not apply.
 func (f *FS) openFlags(flags uint32) uint32 {
-	if !f.passthrough && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+	if !f.passthrough.Load() && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 		return fuse.FOPEN_DIRECT_IO
 	}
 	return 0
@@ -56,7 +56,7 @@ func (f *FS) openFlags(flags uint32) uint32 {
 
 // PassthroughFd offers the cache file to the kernel, which then serves reads
 // and writes without the daemon (go-fuse registers it once per inode).
-func (h *handle) PassthroughFd() (int, bool) { return h.fd, h.fsys.passthrough }
+func (h *handle) PassthroughFd() (int, bool) { return h.fd, h.fsys.passthrough.Load() }
 
 // Read serves a read from the cache file. The reply is spliced from the
 // file to the kernel when go-fuse can, so the bytes never pass through the

@@ -34,7 +34,7 @@ func (f *FS) forget(r cache.Route) {
 		}
 	}
 	parent.RmChild(names...)
-	if f.server == nil {
+	if f.server.Load() == nil {
 		return
 	}
 	go func() {
@@ -54,7 +54,7 @@ func (f *FS) appeared(r cache.Route) {
 		dir = parentOf(r.Root)
 	}
 	parent := f.ensureNS(context.Background(), dir)
-	if f.server == nil || r.Kind != cache.KindDir {
+	if f.server.Load() == nil || r.Kind != cache.KindDir {
 		return
 	}
 	go parent.NotifyEntry(path.Base(r.Root))

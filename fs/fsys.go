@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,17 +41,17 @@ type FS struct {
 	router      *cache.Router
 	log         *slog.Logger
 	metrics     *metrics
-	passthrough bool
-	owner       owner // of namespace directories
+	passthrough atomic.Bool // SetPassthrough, while the tree serves
+	owner       owner       // of namespace directories
 	root        *nsNode
 	unknownErrs sync.Map // error texts already logged by toErrno
 	dirs        dirCache
 	job         Job
 	ns          Namespace // nil: every node shows only its own files
 
-	// server is set once mounted (Mounted): only then can nodes notify
-	// the kernel.
-	server *fuse.Server
+	// server is set once mounted (Mounted), while the tree serves: only
+	// then can nodes notify the kernel.
+	server atomic.Pointer[fuse.Server]
 	// Kernel cache timeouts (Options).
 	entryTimeout, attrTimeout, negativeTimeout time.Duration
 }
@@ -107,12 +108,12 @@ func (f *FS) NodeOptions() *gofs.Options {
 // Mounted hands the FS the server that serves it: from then on it tells
 // the kernel of datasets that come and go behind its back (forget,
 // appeared).
-func (f *FS) Mounted(server *fuse.Server) { f.server = server }
+func (f *FS) Mounted(server *fuse.Server) { f.server.Store(server) }
 
 // SetPassthrough says whether opens hand the kernel the cache file's
 // descriptor, so that reads and writes bypass the daemon; the mount
 // decides from what the kernel offers.
-func (f *FS) SetPassthrough(on bool) { f.passthrough = on }
+func (f *FS) SetPassthrough(on bool) { f.passthrough.Store(on) }
 
 // rootIno is the mount root's inode number, FUSE's root node id. Cache
 // entries keep their cache inode numbers, and a cache directory below

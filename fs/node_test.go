@@ -313,7 +313,7 @@ func TestNodeDirectoryRenamedOrReplaced(t *testing.T) {
 func TestNodeWriteOnlyHandlesBypassPageCache(t *testing.T) {
 	for _, pt := range []bool{false, true} {
 		nt := newNodeTest(t, mountConfig{})
-		nt.fsys.passthrough = pt
+		nt.fsys.SetPassthrough(pt)
 		ds := nt.mkdir(t, nt.fsys.root, "ckpt.7").Operations().(*dsNode)
 		for i, flags := range []uint32{syscall.O_WRONLY, syscall.O_RDWR, syscall.O_WRONLY | syscall.O_TRUNC, syscall.O_RDONLY} {
 			want := uint32(0)

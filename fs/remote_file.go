@@ -80,7 +80,7 @@ func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle
 		return nil, 0, n.fsys.toErrno(err)
 	}
 	switch {
-	case !n.fsys.passthrough:
+	case !n.fsys.passthrough.Load():
 		n.cached++
 		return &remoteHandle{node: n, fd: fd, size: e.Meta.Size}, fuse.FOPEN_KEEP_CACHE, 0
 	case n.cached > 0:
