@@ -104,3 +104,23 @@ func TestUnescapeMountinfo(t *testing.T) {
 		}
 	}
 }
+
+// TestKillPending: a daemon whose main thread waits in the kernel when it
+// is killed shows SIGKILL pending, for the thread or the process, and is
+// then held; other pending signals are not a kill.
+func TestKillPending(t *testing.T) {
+	for _, tc := range []struct {
+		status string
+		want   bool
+	}{
+		{"Name:\tscrfs\nState:\tD (disk sleep)\nSigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\n", true},
+		{"Name:\tscrfs\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000004100\n", true},
+		{"Name:\tscrfs\nSigPnd:\t0000000000004000\nShdPnd:\t0000000000000000\n", false}, // SIGTERM only
+		{"Name:\tscrfs\nSigPnd:\tzz\n", false},
+		{"", false},
+	} {
+		if got := killPending([]byte(tc.status)); got != tc.want {
+			t.Errorf("killPending(%q) = %v, want %v", tc.status, got, tc.want)
+		}
+	}
+}

@@ -69,15 +69,20 @@ func findMounts(match func(mountInfo) bool) []mountInfo {
 }
 
 // killedButHeld reports whether process pid was killed and cannot exit:
-// its main thread is gone (a zombie) while another thread is still there.
+// its main thread is gone (a zombie) while another thread is still there,
+// or its main thread, killed, still waits in the kernel (see procFate).
 func killedButHeld(pid int) bool {
 	_, held := procFate(pid)
 	return held
 }
 
 // procFate reads how process pid stands: gone (exited, or a zombie with
-// no thread left), or killed but held (see killedButHeld); neither while
-// it runs.
+// no thread left), or killed but held; neither while it runs. Held has two
+// faces: the main thread exited and another thread waits in the kernel, or
+// the thread that waits is the main thread itself (Go may run the write of
+// a notification on it), which then shows uninterruptible sleep (D) with
+// SIGKILL pending. A daemon killed as it exits normally may show that for
+// a moment too; aborting its connection then frees nothing it still needs.
 func procFate(pid int) (gone, held bool) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -85,11 +90,34 @@ func procFate(pid int) (gone, held bool) {
 	}
 	// pid (comm) state ...: comm may hold spaces and parentheses.
 	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z' {
+	if i < 0 || i+2 >= len(stat) {
 		return false, false
 	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
-	return len(tasks) <= 1, len(tasks) > 1
+	switch stat[i+2] {
+	case 'Z':
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+		return len(tasks) <= 1, len(tasks) > 1
+	case 'D':
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		return err != nil, err == nil && killPending(status)
+	}
+	return false, false
+}
+
+// killPending reports whether a /proc/PID/status text shows SIGKILL
+// pending, for the thread (SigPnd) or the process (ShdPnd).
+func killPending(status []byte) bool {
+	const sigkill = uint64(1) << (syscall.SIGKILL - 1)
+	for line := range strings.Lines(string(status)) {
+		key, val, ok := strings.Cut(line, ":")
+		if !ok || (key != "SigPnd" && key != "ShdPnd") {
+			continue
+		}
+		if mask, err := strconv.ParseUint(strings.TrimSpace(val), 16, 64); err == nil && mask&sigkill != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // abortConnection aborts FUSE connection conn: every request waiting for
