@@ -20,20 +20,20 @@ func TestImportRules(t *testing.T) {
 	const mod = "github.com/scrfs/scrfs/"
 	coordination := []string{"jobnet", "jobnet/memnet", "completion", "redundancy", "transfer"}
 	forbidden := map[string][]string{
-		"cache":      {"fs", "peer", "schemes", "flush", "daemon", "jobnet", "redundancy", "transfer"},
-		"layout":     {"cache", "fs", "peer", "schemes", "flush", "config", "daemon"},
-		"schemes":    {"fs", "peer", "flush", "cache", "daemon", "jobnet"},
-		"flush":      {"fs", "peer", "schemes", "cache", "daemon", "jobnet"},
-		"peer":       {"cache", "fs", "schemes", "flush", "daemon", "jobnet"},
+		"cache":      {"fs", "peer", "schemes", "prefix", "daemon", "jobnet", "redundancy", "transfer"},
+		"layout":     {"cache", "fs", "peer", "schemes", "prefix", "config", "daemon"},
+		"schemes":    {"fs", "peer", "prefix", "cache", "daemon", "jobnet"},
+		"prefix":     {"fs", "peer", "schemes", "cache", "daemon", "jobnet"},
+		"peer":       {"cache", "fs", "schemes", "prefix", "daemon", "jobnet"},
 		"control":    {"cache", "fs", "daemon", "redundancy", "transfer"},
-		"jobnet":     {"cache", "fs", "schemes", "flush", "daemon", "redundancy", "transfer"},
-		"redundancy": {"fs", "flush", "peer", "daemon", "transfer"},
+		"jobnet":     {"cache", "fs", "schemes", "prefix", "daemon", "redundancy", "transfer"},
+		"redundancy": {"fs", "prefix", "peer", "daemon", "transfer"},
 		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy"},
-		"completion": {"fs", "flush", "peer", "daemon", "redundancy", "transfer"},
-		"namespace":  {"fs", "peer", "flush", "daemon", "completion", "redundancy", "transfer"},
-		"record":     {"cache", "fs", "peer", "flush", "daemon", "jobnet", "completion", "redundancy", "transfer"},
+		"completion": {"fs", "prefix", "peer", "daemon", "redundancy", "transfer"},
+		"namespace":  {"fs", "peer", "prefix", "daemon", "completion", "redundancy", "transfer"},
+		"record":     {"cache", "fs", "peer", "prefix", "daemon", "jobnet", "completion", "redundancy", "transfer"},
 		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
-		"fs":         {"fs/mount", "peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "flush", "daemon"},
+		"fs":         {"fs/mount", "peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "prefix", "daemon"},
 	}
 	// fs/mount serves any node tree and imports nothing of scrfs, so
 	// fs's own tests can mount with it.

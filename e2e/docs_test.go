@@ -15,8 +15,8 @@ import (
 	"unicode"
 
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/prefix"
 )
 
 // The operator documentation must stay true to the binary: these tests
@@ -134,7 +134,7 @@ func TestCLIReference(t *testing.T) {
 		extra []string
 	}{
 		{"### status --json", []reflect.Type{reflect.TypeFor[control.Status]()}, nil},
-		{"### list --json", []reflect.Type{reflect.TypeFor[flush.Index]()}, nil},
+		{"### list --json", []reflect.Type{reflect.TypeFor[prefix.Index]()}, nil},
 		{"### layout --json", []reflect.Type{reflect.TypeFor[layout.Report]()}, []string{"self", "addrs", "source", "layout"}},
 	} {
 		sec := section(t, doc, c.head)

@@ -19,7 +19,7 @@ import (
 
 // Flush and fetch end to end: real daemons flush to a prefix directory on
 // disk, the tests read what landed there by the documented formats
-// (docs/formats-prefix.md) without the flush package, wipe caches, corrupt
+// (docs/formats-prefix.md) without the prefix package, wipe caches, corrupt
 // bytes, truncate metadata and kill daemons mid-flush.
 
 // prefixIndex is index.json as documented.

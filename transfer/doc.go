@@ -2,7 +2,7 @@
 // on the parallel file system (SCR's stage-out and stage-in): node 0's flush
 // rounds, every node's part of a round, resuming rounds a crash interrupted,
 // and the fetch of the newest usable checkpoint when a job starts with
-// nothing in its cache. Package flush does the file-level I/O; this package
+// nothing in its cache. Package prefix does the file-level I/O; this package
 // decides who copies what, when, and what the job-wide outcome is.
 //
 // Contract. The prefix's index never calls a dataset complete unless every

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -209,7 +209,7 @@ func (f *Flusher) coordinateFetch(ctx context.Context) {
 func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 	gathered := false
 	for ctx.Err() == nil {
-		ix, err := flush.ReadIndex(f.prefix)
+		ix, err := prefix.ReadIndex(f.prefix)
 		if err != nil {
 			return fetchOutcome{Reason: "the prefix index is unreadable: " + err.Error()}
 		}
@@ -237,7 +237,7 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 		case len(failures) == 0:
 			return fetchOutcome{Dataset: e.Name}
 		}
-		err = flush.UpdateIndex(ctx, f.prefix, f.log, func(ix *flush.Index) error {
+		err = prefix.UpdateIndex(ctx, f.prefix, f.log, func(ix *prefix.Index) error {
 			for _, ff := range failures {
 				if err := ix.AddFetchFailure(e.Name, ff); err != nil {
 					return err
@@ -256,11 +256,11 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 }
 
 // noCandidate explains why the index offers nothing to fetch.
-func (f *Flusher) noCandidate(ix *flush.Index) string {
+func (f *Flusher) noCandidate(ix *prefix.Index) string {
 	var failed, flushing []string
 	for _, e := range ix.Datasets {
 		switch {
-		case e.State != flush.StateComplete:
+		case e.State != prefix.StateComplete:
 			flushing = append(flushing, e.Name)
 		case len(e.FailedFetches) > 0:
 			failed = append(failed, e.Name)
@@ -321,19 +321,19 @@ func (f *Flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
 // tryFetch fetches dataset e on every node. Failures of the dataset (a
 // corrupt or missing file, a bad manifest) come back for the index; a node
 // that cannot be reached is fatal to the whole fetch, not the dataset's fault.
-func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []flush.FetchFailure, fatal error) {
+func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures []prefix.FetchFailure, fatal error) {
 	log := f.log.With("dataset", e.Name)
 	now := time.Now().UTC()
 	// A broken manifest fails the dataset without troubling the others.
-	if _, err := flush.ReadManifest(f.prefix, e.Name); err != nil {
-		return []flush.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
+	if _, err := prefix.ReadManifest(f.prefix, e.Name); err != nil {
+		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
 	}
 	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root, Seq: e.ID, Completed: e.Flushed}
 	switch rec, err := readPrefixRecord(f.prefix, e.Name); {
 	case err == nil:
 		msg.Seq, msg.Completed = rec.Seq, rec.Completed
 	case !record.IsMissing(err):
-		return []flush.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
+		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
 	}
 	log.Info("fetching from the prefix", "round", msg.Round, "bytes", e.Bytes, "files", e.Files, "flushed", e.Flushed)
 	errs := make([]error, f.o.Nodes)
@@ -365,7 +365,7 @@ func (f *Flusher) tryFetch(ctx context.Context, e flush.IndexEntry) (failures []
 	wg.Wait()
 	for n := range f.o.Nodes {
 		if errs[n] != nil {
-			failures = append(failures, flush.FetchFailure{Time: now, Node: n, Reason: errs[n].Error()})
+			failures = append(failures, prefix.FetchFailure{Time: now, Node: n, Reason: errs[n].Error()})
 		}
 		if lost[n] != nil && fatal == nil {
 			fatal = fmt.Errorf("fetch of %s: %w", e.Name, lost[n])

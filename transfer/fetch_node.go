@@ -8,8 +8,8 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/prefix"
 )
 
 // Every node's side of a fetch: copy this node's files of the dataset into
@@ -25,7 +25,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.self, ds.State())
 	}
-	man, err := flush.ReadManifest(f.prefix, m.Dataset)
+	man, err := prefix.ReadManifest(f.prefix, m.Dataset)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	// parts of nodes j, j+M, j+2M, … (M this job's nodes); the namespace
 	// shows every node all of them.
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
-	err = flush.Fetch(ctx, layout.PrefixDatasetDir(f.prefix, m.Dataset), staging, entries, o)
+	err = prefix.Fetch(ctx, layout.PrefixDatasetDir(f.prefix, m.Dataset), staging, entries, o)
 	f.met.rate.WithLabelValues("fetch").Set(0)
 	if err != nil {
 		os.RemoveAll(staging)
@@ -53,7 +53,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	}
 	res := fetchReply{Seconds: time.Since(start).Seconds()}
 	for _, e := range entries {
-		if e.Type == flush.TypeFile {
+		if e.Type == prefix.TypeFile {
 			res.Files++
 			res.Bytes += e.Size
 		}
@@ -84,7 +84,7 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 		return nil, err
 	}
 	f.mu.Lock()
-	f.fetched[m.Dataset] = flush.IndexEntry{Name: m.Dataset, ID: m.ID}
+	f.fetched[m.Dataset] = prefix.IndexEntry{Name: m.Dataset, ID: m.ID}
 	f.mu.Unlock()
 	// It is in the prefix already: no flush needs to hold it in the cache.
 	now := time.Now()

@@ -11,20 +11,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/internal/group"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/prefix"
 )
 
 // Flushing datasets to the prefix directory is a job-wide round that node 0
 // coordinates, because node 0 alone writes the prefix's index:
 //
-//	node 0:     mark D scheduled (durable intent), flush.BeginFlush
+//	node 0:     mark D scheduled (durable intent), prefix.BeginFlush
 //	node 0 → i: "flush" D — node i flushes its files of D and writes its
 //	            manifest part, then answers (a long call: the answer is the
 //	            report, so a node that stops answering is noticed by its link)
-//	node 0:     once every node answered: flush.CompleteFlush
+//	node 0:     once every node answered: prefix.CompleteFlush
 //	node 0 → i: "flush-done" D with the outcome; each node records it
 //
 // A round starts when the flush.every-th dataset settles on node 0, or on
@@ -66,7 +66,7 @@ type Options struct {
 	Every int
 	// Fetch enables fetching the newest checkpoint at start.
 	Fetch bool
-	// Streams, CRC: flush.Options'. Bandwidth limits background flushes
+	// Streams, CRC: prefix.Options'. Bandwidth limits background flushes
 	// (bytes/s, 0 = unlimited) when Async.
 	Streams   int
 	CRC       bool
@@ -102,7 +102,7 @@ type Flusher struct {
 	log      *slog.Logger
 	prefix   string // "" disables flush and fetch
 	every    int
-	opts     flush.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
+	opts     prefix.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
 	met      *flushMetrics
 	g        *group.Group
 	ctx      context.Context // the group's: ends at Close
@@ -120,13 +120,13 @@ type Flusher struct {
 	// the store's events (Removed) take it.
 	mu       sync.Mutex
 	state    flushState
-	changed  chan struct{}               // closed and replaced when a dataset settles or leaves the cache, or a round ends
-	jobs     map[string]*flushJob        // this node's parts, by dataset, until the round's outcome
-	queue    []*flushJob                 // jobs waiting for the worker, oldest first
-	rounds   map[string]*flushRound      // node 0: rounds being coordinated, by dataset
-	outcomes map[string]outcome          // the job-wide state of each dataset's last round, as this node heard it
-	current  map[string]string           // the newest round this node heard of, by dataset
-	fetched  map[string]flush.IndexEntry // datasets fetched at start, as the index listed them
+	changed  chan struct{}                // closed and replaced when a dataset settles or leaves the cache, or a round ends
+	jobs     map[string]*flushJob         // this node's parts, by dataset, until the round's outcome
+	queue    []*flushJob                  // jobs waiting for the worker, oldest first
+	rounds   map[string]*flushRound       // node 0: rounds being coordinated, by dataset
+	outcomes map[string]outcome           // the job-wide state of each dataset's last round, as this node heard it
+	current  map[string]string            // the newest round this node heard of, by dataset
+	fetched  map[string]prefix.IndexEntry // datasets fetched at start, as the index listed them
 }
 
 // New creates the Flusher and registers its requests on o.Mux. On node 0
@@ -157,7 +157,7 @@ func New(o Options) (*Flusher, error) {
 		rounds:   map[string]*flushRound{},
 		outcomes: map[string]outcome{},
 		current:  map[string]string{},
-		fetched:  map[string]flush.IndexEntry{},
+		fetched:  map[string]prefix.IndexEntry{},
 	}
 	f.fetch.decided = make(chan struct{})
 	st, err := loadFlushState(o.ControlDir)
@@ -165,18 +165,18 @@ func New(o Options) (*Flusher, error) {
 		f.log.Warn("flush state unreadable; starting the flush counter afresh", "err", err)
 	}
 	f.state = st
-	fm, err := flush.NewMetrics(o.Registerer)
+	fm, err := prefix.NewMetrics(o.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	var limit *flush.Limiter
+	var limit *prefix.Limiter
 	if o.Async {
 		// SCR_FLUSH_ASYNC_BW limits background flushes only; a
 		// synchronous flush (flush.async = false) runs at full speed.
-		limit = flush.NewLimiter(o.Bandwidth)
+		limit = prefix.NewLimiter(o.Bandwidth)
 	}
-	f.opts = flush.Options{Streams: o.Streams, Limiter: limit, CRC: o.CRC,
-		Logger: o.Logger, Metrics: fm, Buffers: flush.NewBuffers(0)}
+	f.opts = prefix.Options{Streams: o.Streams, Limiter: limit, CRC: o.CRC,
+		Logger: o.Logger, Metrics: fm, Buffers: prefix.NewBuffers(0)}
 
 	jobnet.Handle(f.net, "flush-request", f.handleRequest)
 	jobnet.Handle(f.net, "flush-resume", f.handleResume)
@@ -213,7 +213,7 @@ func (f *Flusher) IndexMax() uint64 { return f.indexMax }
 // continueIndex reserves dataset ids after the index's largest and shows
 // the newest flushed dataset's age from the start.
 func (f *Flusher) continueIndex() {
-	ix, err := flush.ReadIndex(f.prefix)
+	ix, err := prefix.ReadIndex(f.prefix)
 	if err != nil {
 		f.log.Warn("prefix index unreadable: new datasets may be numbered before flushed ones", "err", err)
 		return
@@ -221,7 +221,7 @@ func (f *Flusher) continueIndex() {
 	f.indexMax = ix.MaxID()
 	f.o.Store.ReserveIDs(ix.MaxID() + 1)
 	for _, e := range ix.Datasets {
-		if e.State == flush.StateComplete {
+		if e.State == prefix.StateComplete {
 			f.met.flushed(e.Flushed)
 		}
 	}
@@ -360,11 +360,11 @@ func (f *Flusher) resume() {
 		}
 		return
 	}
-	if ix, err := flush.ReadIndex(f.prefix); err != nil {
+	if ix, err := prefix.ReadIndex(f.prefix); err != nil {
 		f.log.Warn("prefix index unreadable: unfinished flushes are not resumed", "err", err)
 	} else {
 		for _, e := range ix.Datasets {
-			if ds := f.o.Store.Get(e.Name); e.State == flush.StateFlushing && ds != nil && ds.State().Completed() {
+			if ds := f.o.Store.Get(e.Name); e.State == prefix.StateFlushing && ds != nil && ds.State().Completed() {
 				scheduled = append(scheduled, e.Name)
 			}
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -214,7 +214,7 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	if ds == nil {
 		// Nothing of it was ever written here; node 0's merge still needs
 		// this node's (empty) part.
-		if err := flush.WritePart(f.prefix, j.dataset, f.self, nil); err != nil {
+		if err := prefix.WritePart(f.prefix, j.dataset, f.self, nil); err != nil {
 			return partReply{}, err
 		}
 		f.log.Info("dataset not in this node's cache: flushed an empty part", "dataset", j.dataset)
@@ -231,9 +231,9 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 		f.met.rate.WithLabelValues("flush").Set(rate)
 		f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Done: done, Total: total, Started: start})
 	}
-	var entries []flush.Entry
+	var entries []prefix.Entry
 	for _, dir := range f.shareDirs(ds) {
-		es, err := flush.Flush(j.ctx, dir, layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, o)
+		es, err := prefix.Flush(j.ctx, dir, layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, o)
 		if err != nil {
 			f.met.rate.WithLabelValues("flush").Set(0)
 			return partReply{}, err
@@ -244,12 +244,12 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	if err := j.ctx.Err(); err != nil {
 		return partReply{}, err // a newer round took over: its BeginFlush wants a fresh part
 	}
-	if err := flush.WritePart(f.prefix, j.dataset, f.self, entries); err != nil {
+	if err := prefix.WritePart(f.prefix, j.dataset, f.self, entries); err != nil {
 		return partReply{}, err
 	}
 	res := partReply{Seconds: time.Since(start).Seconds()}
 	for _, e := range entries {
-		if e.Type == flush.TypeFile {
+		if e.Type == prefix.TypeFile {
 			res.Files++
 			res.Bytes += e.Size
 		}

@@ -13,10 +13,10 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/internal/atomicfile"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -215,7 +215,7 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	start := time.Now()
 	log := f.log.With("dataset", r.dataset, "round", r.token)
 	log.Info("flush started", "reason", r.reason, "nodes", f.o.Nodes, "prefix", f.prefix)
-	entry := flush.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.o.Nodes, Kind: string(info.Kind), Root: info.Root}
+	entry := prefix.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.o.Nodes, Kind: string(info.Kind), Root: info.Root}
 	if info.Seq > 0 {
 		entry.ID = info.Seq // the job-wide order, the same on every node and across allocations
 	}
@@ -227,11 +227,11 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	f.mu.Unlock()
 
 	var reasons []string
-	var m *flush.Manifest
+	var m *prefix.Manifest
 	if err := f.prepare(ctx, r); err != nil {
 		// Nothing in the prefix was touched: an old copy may still write.
 		reasons = append(reasons, err.Error())
-	} else if err := flush.BeginFlush(ctx, f.prefix, entry, f.log); err != nil {
+	} else if err := prefix.BeginFlush(ctx, f.prefix, entry, f.log); err != nil {
 		reasons = append(reasons, "node 0: "+err.Error())
 	} else {
 		parts, answered := f.collectParts(ctx, r, info.Created)
@@ -247,7 +247,7 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 		}
 		if len(reasons) == 0 {
 			var err error
-			if m, err = flush.CompleteFlush(ctx, f.prefix, r.dataset, f.o.Nodes, f.log); err != nil {
+			if m, err = prefix.CompleteFlush(ctx, f.prefix, r.dataset, f.o.Nodes, f.log); err != nil {
 				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
@@ -379,7 +379,7 @@ func (f *Flusher) cleanup(name string, answered bool, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 	defer cancel()
-	if err := flush.RemoveDataset(ctx, f.prefix, name, f.log); err != nil {
+	if err := prefix.RemoveDataset(ctx, f.prefix, name, f.log); err != nil {
 		log.Warn("could not remove the failed flush from the prefix", "err", err)
 		return
 	}
@@ -448,14 +448,14 @@ func (f *Flusher) writePrefixRecord(name string) error {
 
 // readPrefixRecord reads a dataset's record from the prefix, as untrusted
 // input.
-func readPrefixRecord(prefix, name string) (*record.Record, error) {
-	rec, err := record.LoadFile(prefixRecordPath(prefix, name))
+func readPrefixRecord(dir, name string) (*record.Record, error) {
+	rec, err := record.LoadFile(prefixRecordPath(dir, name))
 	if err == nil && rec.Dataset != name {
 		err = fmt.Errorf("%w: the record of %s is in the place of %s", record.ErrBadRecord, rec.Dataset, name)
 	}
 	return rec, err
 }
 
-func prefixRecordPath(prefix, name string) string {
-	return filepath.Join(flush.ManifestDir(prefix, name), record.File)
+func prefixRecordPath(dir, name string) string {
+	return filepath.Join(prefix.ManifestDir(dir, name), record.File)
 }

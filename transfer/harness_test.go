@@ -10,12 +10,12 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/node/nodetest"
+	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/transfer"
 )
 
@@ -138,8 +138,8 @@ func (f *fixture) describeFlush(name string) string {
 }
 
 // index returns the prefix's index entry of dataset name.
-func (f *fixture) index(name string) (flush.IndexEntry, bool) {
-	ix, err := flush.ReadIndex(f.prefix)
+func (f *fixture) index(name string) (prefix.IndexEntry, bool) {
+	ix, err := prefix.ReadIndex(f.prefix)
 	if err != nil {
 		f.T.Fatal(err)
 	}

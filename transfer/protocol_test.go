@@ -7,9 +7,9 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
-	"github.com/scrfs/scrfs/flush"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/node"
+	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -26,7 +26,7 @@ func TestFlushAndFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, ok := f.index("ckpt.1"); !ok || e.State != flush.StateComplete || e.Nodes != 3 || e.ID != flushed.Seq {
+	if e, ok := f.index("ckpt.1"); !ok || e.State != prefix.StateComplete || e.Nodes != 3 || e.ID != flushed.Seq {
 		t.Fatalf("index entry %+v (found %v), record seq %d", e, ok, flushed.Seq)
 	}
 	for i := range f.Nodes {
@@ -97,7 +97,7 @@ func TestCoordinatorKilledMidFlush(t *testing.T) {
 	f.Kill(0)
 	<-f.start(0)
 	f.waitFlush("ckpt.1", cache.FlushDone)
-	if e, ok := f.index("ckpt.1"); !ok || e.State != flush.StateComplete {
+	if e, ok := f.index("ckpt.1"); !ok || e.State != prefix.StateComplete {
 		t.Fatalf("index entry %+v (found %v)", e, ok)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/prefix"
 )
 
 // runList prints the prefix directory's job index, as scr_index does. It
@@ -19,7 +19,7 @@ import (
 func runList(e *env, args []string) int {
 	fs := e.flags("list")
 	asJSON := fs.Bool("json", false, "print the index as JSON (the format of <prefix>/.scrfs/index.json)")
-	prefix := fs.String("prefix", "", "prefix directory (default: paths.prefix of the configuration)")
+	prefixDir := fs.String("prefix", "", "prefix directory (default: paths.prefix of the configuration)")
 	file := fs.String("config", "", "configuration file, for paths.prefix")
 	var current string
 	setCurrent := false
@@ -32,7 +32,7 @@ func runList(e *env, args []string) int {
 		fs.Usage()
 		return exitUsage
 	}
-	dir := *prefix
+	dir := *prefixDir
 	if dir == "" {
 		cfg, ok := e.loadConfig(*file)
 		if !ok {
@@ -52,7 +52,7 @@ func runList(e *env, args []string) int {
 			return code
 		}
 	}
-	ix, err := flush.ReadIndex(dir)
+	ix, err := prefix.ReadIndex(dir)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitError
@@ -68,12 +68,12 @@ func runList(e *env, args []string) int {
 }
 
 // setCurrent marks (or with "" clears) the dataset a restart fetches.
-func (e *env) setCurrent(prefix, name string) int {
+func (e *env) setCurrent(dir, name string) int {
 	code := exitOK
-	err := flush.UpdateIndex(context.Background(), prefix, nil, func(ix *flush.Index) error {
+	err := prefix.UpdateIndex(context.Background(), dir, nil, func(ix *prefix.Index) error {
 		if _, ok := ix.Lookup(name); name != "" && !ok {
 			code = exitNotFound
-			return fmt.Errorf("set current: no dataset %q in the index of %s", name, prefix)
+			return fmt.Errorf("set current: no dataset %q in the index of %s", name, dir)
 		}
 		return ix.SetCurrent(name)
 	})
@@ -89,8 +89,8 @@ func (e *env) setCurrent(prefix, name string) int {
 
 // printIndex prints the index newest first, then the reasons of failed
 // fetches.
-func printIndex(w io.Writer, prefix string, ix *flush.Index) {
-	fmt.Fprintf(w, "prefix %s: %d datasets\n", prefix, len(ix.Datasets))
+func printIndex(w io.Writer, dir string, ix *prefix.Index) {
+	fmt.Fprintf(w, "prefix %s: %d datasets\n", dir, len(ix.Datasets))
 	if len(ix.Datasets) == 0 {
 		return
 	}
@@ -110,7 +110,7 @@ func printIndex(w io.Writer, prefix string, ix *flush.Index) {
 			failed = strconv.Itoa(n)
 		}
 		size := humanBytes(d.Bytes)
-		if d.State != flush.StateComplete {
+		if d.State != prefix.StateComplete {
 			size = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.Name, d.State, size, d.Files, d.Nodes, flushed, cur, failed)

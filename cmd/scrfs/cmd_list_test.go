@@ -10,31 +10,31 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scrfs/scrfs/flush"
+	"github.com/scrfs/scrfs/prefix"
 )
 
 // listPrefix makes a prefix whose index holds two complete datasets (one
 // with a failed fetch) and one still flushing.
 func listPrefix(t *testing.T) string {
 	t.Helper()
-	prefix := t.TempDir()
+	dir := t.TempDir()
 	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
-	err := flush.UpdateIndex(context.Background(), prefix, nil, func(ix *flush.Index) error {
-		for _, e := range []flush.IndexEntry{
-			{Name: "ckpt.10", ID: 10, State: flush.StateComplete, Nodes: 4, Files: 16, Bytes: 3 << 30, Flushed: at},
-			{Name: "ckpt.20", ID: 20, State: flush.StateComplete, Nodes: 4, Files: 16, Bytes: 5 << 20, Flushed: at.Add(time.Hour)},
-			{Name: "ckpt.30", ID: 30, State: flush.StateFlushing, Nodes: 4},
+	err := prefix.UpdateIndex(context.Background(), dir, nil, func(ix *prefix.Index) error {
+		for _, e := range []prefix.IndexEntry{
+			{Name: "ckpt.10", ID: 10, State: prefix.StateComplete, Nodes: 4, Files: 16, Bytes: 3 << 30, Flushed: at},
+			{Name: "ckpt.20", ID: 20, State: prefix.StateComplete, Nodes: 4, Files: 16, Bytes: 5 << 20, Flushed: at.Add(time.Hour)},
+			{Name: "ckpt.30", ID: 30, State: prefix.StateFlushing, Nodes: 4},
 		} {
 			if err := ix.Put(e); err != nil {
 				return err
 			}
 		}
-		return ix.AddFetchFailure("ckpt.20", flush.FetchFailure{Time: at, Node: 2, Reason: "corrupt /p/ckpt.20/x: crc32c 1, manifest says 2"})
+		return ix.AddFetchFailure("ckpt.20", prefix.FetchFailure{Time: at, Node: 2, Reason: "corrupt /p/ckpt.20/x: crc32c 1, manifest says 2"})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return prefix
+	return dir
 }
 
 func runCLI(t *testing.T, args ...string) (string, string, int) {
@@ -45,8 +45,8 @@ func runCLI(t *testing.T, args ...string) (string, string, int) {
 }
 
 func TestListTable(t *testing.T) {
-	prefix := listPrefix(t)
-	out, errs, code := runCLI(t, "list", "--prefix", prefix)
+	dir := listPrefix(t)
+	out, errs, code := runCLI(t, "list", "--prefix", dir)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -69,16 +69,16 @@ func TestListTable(t *testing.T) {
 }
 
 func TestListJSON(t *testing.T) {
-	prefix := listPrefix(t)
-	out, errs, code := runCLI(t, "list", "--json", "--prefix", prefix)
+	dir := listPrefix(t)
+	out, errs, code := runCLI(t, "list", "--json", "--prefix", dir)
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var ix flush.Index
+	var ix prefix.Index
 	if err := json.Unmarshal([]byte(out), &ix); err != nil {
 		t.Fatal(err)
 	}
-	onDisk, err := flush.ReadIndex(prefix)
+	onDisk, err := prefix.ReadIndex(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,15 +88,15 @@ func TestListJSON(t *testing.T) {
 }
 
 func TestListSetCurrent(t *testing.T) {
-	prefix := listPrefix(t)
-	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "ckpt.10"); code != exitOK {
+	dir := listPrefix(t)
+	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", "ckpt.10"); code != exitOK {
 		t.Fatalf("set current: exit %d: %s", code, errs)
 	}
-	ix, _ := flush.ReadIndex(prefix)
+	ix, _ := prefix.ReadIndex(dir)
 	if ix.Current != "ckpt.10" {
 		t.Fatalf("current %q", ix.Current)
 	}
-	out, _, _ := runCLI(t, "list", "--prefix", prefix)
+	out, _, _ := runCLI(t, "list", "--prefix", dir)
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[0], "ckpt.") && !strings.HasSuffix(f[0], ":") {
 			if marked := strings.Contains(l, " * "); marked != (f[0] == "ckpt.10") {
@@ -105,17 +105,17 @@ func TestListSetCurrent(t *testing.T) {
 		}
 	}
 	// A missing dataset is "not found"; one still flushing cannot be current.
-	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "nope"); code != exitNotFound || !strings.Contains(errs, "nope") {
+	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", "nope"); code != exitNotFound || !strings.Contains(errs, "nope") {
 		t.Fatalf("set current nope: exit %d: %s", code, errs)
 	}
-	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "ckpt.30"); code != exitError || !strings.Contains(errs, "not complete") {
+	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", "ckpt.30"); code != exitError || !strings.Contains(errs, "not complete") {
 		t.Fatalf("set current ckpt.30: exit %d: %s", code, errs)
 	}
 	// "" clears the mark.
-	if _, errs, code := runCLI(t, "list", "--prefix", prefix, "--set-current", ""); code != exitOK {
+	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", ""); code != exitOK {
 		t.Fatalf("clear current: exit %d: %s", code, errs)
 	}
-	if ix, _ := flush.ReadIndex(prefix); ix.Current != "" {
+	if ix, _ := prefix.ReadIndex(dir); ix.Current != "" {
 		t.Fatalf("current %q after clearing", ix.Current)
 	}
 }
@@ -134,15 +134,15 @@ func TestListErrors(t *testing.T) {
 		t.Fatalf("empty prefix: exit %d: %s%s", code, out, errs)
 	}
 	// A corrupt index is reported with its path, never overwritten.
-	prefix := listPrefix(t)
-	index := flush.IndexPath(prefix)
+	dir := listPrefix(t)
+	index := prefix.IndexPath(dir)
 	if err := os.Truncate(index, 40); err != nil {
 		t.Fatal(err)
 	}
-	if _, errs, code := runCLI(t, "list", "--prefix", prefix); code != exitError || !strings.Contains(errs, index) || !strings.Contains(errs, "corrupt scrfs metadata") {
+	if _, errs, code := runCLI(t, "list", "--prefix", dir); code != exitError || !strings.Contains(errs, index) || !strings.Contains(errs, "corrupt scrfs metadata") {
 		t.Fatalf("corrupt index: exit %d: %s", code, errs)
 	}
-	if _, _, code := runCLI(t, "list", "--prefix", prefix, "--set-current", "ckpt.10"); code != exitError {
+	if _, _, code := runCLI(t, "list", "--prefix", dir, "--set-current", "ckpt.10"); code != exitError {
 		t.Fatalf("set current on a corrupt index: exit %d", code)
 	}
 	if st, _ := os.Stat(index); st.Size() != 40 {

@@ -1,4 +1,4 @@
-package flush
+package prefix
 
 import (
 	"context"
@@ -9,9 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the flush package's Prometheus metrics. Make one per daemon
-// with NewMetrics and share it through Options.Metrics; a nil *Metrics
-// records nothing. Label op is "flush" or "fetch".
+// Metrics are the prefix package's Prometheus metrics, scrfs_flush_* (see
+// the package doc). Make one per daemon with NewMetrics and share it
+// through Options.Metrics; a nil *Metrics records nothing. Label op is
+// "flush" or "fetch".
 type Metrics struct {
 	bytes    *prometheus.CounterVec
 	files    *prometheus.CounterVec

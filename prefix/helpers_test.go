@@ -1,4 +1,4 @@
-package flush
+package prefix
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 	"github.com/scrfs/scrfs/internal/testutil"
 )
 
-func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/flush.") }
+func TestMain(m *testing.M) { testutil.LeakCheckMain(m, "scrfs/prefix.") }
 
 // fastDir returns a fresh directory on tmpfs when there is one (the cache
 // side is tmpfs in production, and tests stay fast), else t.TempDir().

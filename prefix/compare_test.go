@@ -1,4 +1,4 @@
-package flush
+package prefix
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // the same run: tmpfs → disk for flush, disk (cold cache) → tmpfs for fetch.
 // It is the figure the project publishes, so it only runs on request:
 //
-//	SCRFS_COMPARE_CP=4096 go test ./flush -run CompareCp -v -timeout 30m
+//	SCRFS_COMPARE_CP=4096 go test ./prefix -run CompareCp -v -timeout 30m
 //
 // (the value is the dataset size in MiB, written as 16 MiB files).
 // SCRFS_COMPARE_DIR picks the disk directory (default: t.TempDir()),
