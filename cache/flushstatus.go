@@ -16,8 +16,10 @@ const (
 	FlushFailed    FlushState = "flush-failed"
 )
 
-// FlushStatus is a dataset's flush progress. Scheduled and running flushes
-// hold the dataset against eviction.
+// FlushStatus is a dataset's flush progress: the one flush state of scrfs,
+// which the cache persists, transfer reports (with the copy rate) and the
+// daemon turns into the control socket's JSON. Scheduled and running
+// flushes hold the dataset against eviction.
 type FlushStatus struct {
 	State    FlushState `json:"state,omitempty"`
 	Done     int64      `json:"done_bytes,omitempty"`

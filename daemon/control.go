@@ -232,7 +232,7 @@ func (d *Daemon) status() control.Status {
 		st.Datasets = append(st.Datasets, row)
 	}
 	d.addRebuilds(&st)
-	d.node.Flusher.AddStatus(&st)
+	d.addFlushRates(&st)
 	for _, info := range d.store.Failures() {
 		st.Failed = append(st.Failed, datasetStatus(info))
 	}
@@ -247,7 +247,7 @@ func datasetStatus(info cache.Info) control.Dataset {
 		OpenWrite: info.Writers,
 	}
 	if info.Flush.State != "" {
-		f := transfer.FlushStatus(info.Flush)
+		f := flushABI(transfer.Progress{FlushStatus: info.Flush})
 		out.Flush = &f
 	}
 	return out

@@ -5,7 +5,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // handleFlushRequest serves POST /v1/flush: `scrfs flush [NAME]`.
@@ -14,12 +16,12 @@ func (d *Daemon) handleFlushRequest(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	reply, err := d.node.Flusher.Request(r.Context(), req)
+	rep, err := d.node.Flusher.Request(r.Context(), req.Name, req.Force)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, reply)
+	writeJSON(w, http.StatusOK, control.FlushReply{Name: rep.Dataset, Round: rep.Round, Already: rep.Already})
 }
 
 // handleFlushProgress serves GET /v1/flush?name=NAME[&round=R][&wait=D]:
@@ -45,17 +47,40 @@ func (d *Daemon) handleFlushProgress(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		if p.State == control.FlushDone || p.State == control.FlushFailed || wait <= 0 {
-			writeJSON(w, http.StatusOK, p)
+		answer := control.FlushProgress{Name: q.Get("name"), Prefix: d.cfg.Paths.Prefix, Flush: flushABI(p)}
+		if p.State == cache.FlushDone || p.State == cache.FlushFailed || wait <= 0 {
+			writeJSON(w, http.StatusOK, answer)
 			return
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			writeJSON(w, http.StatusOK, p)
+			writeJSON(w, http.StatusOK, answer)
 			return
 		case <-r.Context().Done():
 			return
+		}
+	}
+}
+
+// flushABI is a dataset's flush in the control socket's JSON: the cache's
+// flush states are the ABI's (control.FlushScheduled, …) by name.
+func flushABI(p transfer.Progress) control.Flush {
+	return control.Flush{State: string(p.State), DoneBytes: p.Done, TotalBytes: p.Total,
+		Started: p.Started, Finished: p.Finished, Error: p.Error, Rate: p.Rate, ETA: p.ETA, Waiting: p.Waiting}
+}
+
+// addFlushRates adds the rate, ETA and "waiting for the other nodes" of
+// the flushes running here to the status rows, which the cache's flush
+// status alone does not hold.
+func (d *Daemon) addFlushRates(st *control.Status) {
+	for i := range st.Datasets {
+		row := &st.Datasets[i]
+		if row.Flush == nil || (row.Flush.State != control.FlushRunning && row.Flush.State != control.FlushScheduled) {
+			continue
+		}
+		if p, ok := d.node.Flusher.Running(row.Name); ok {
+			row.Flush.Rate, row.Flush.ETA, row.Flush.Waiting = p.Rate, p.ETA, p.Waiting
 		}
 	}
 }

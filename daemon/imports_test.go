@@ -28,7 +28,7 @@ func TestImportRules(t *testing.T) {
 		"control":    {"cache", "fs", "daemon", "redundancy", "transfer"},
 		"jobnet":     {"cache", "fs", "schemes", "prefix", "daemon", "redundancy", "transfer"},
 		"redundancy": {"fs", "prefix", "peer", "daemon", "transfer"},
-		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy"},
+		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy", "control"},
 		"completion": {"fs", "prefix", "peer", "daemon", "redundancy", "transfer"},
 		"namespace":  {"fs", "peer", "prefix", "daemon", "completion", "redundancy", "transfer"},
 		"record":     {"cache", "fs", "peer", "prefix", "daemon", "jobnet", "completion", "redundancy", "transfer"},

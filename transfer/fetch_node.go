@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 )
@@ -89,7 +88,7 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	// It is in the prefix already: no flush needs to hold it in the cache.
 	now := time.Now()
 	f.setFlush(m.Dataset, cache.FlushStatus{State: cache.FlushDone, Done: st.res.Bytes, Total: st.res.Bytes, Finished: now})
-	f.setOutcome(m.Dataset, outcome{Flush: control.Flush{State: control.FlushDone, Finished: now}})
+	f.setOutcome(m.Dataset, outcome{FlushStatus: cache.FlushStatus{State: cache.FlushDone, Finished: now}})
 	f.log.Info("dataset fetched", "dataset", m.Dataset, "bytes", st.res.Bytes, "files", st.res.Files,
 		"seconds", st.res.Seconds, "rate_mib_s", mibPerSec(st.res.Bytes, st.res.Seconds),
 		"from", layout.PrefixDatasetDir(f.prefix, m.Dataset))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/internal/group"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
@@ -313,7 +312,7 @@ func (f *Flusher) Changes() <-chan struct{} {
 // outcome is a round's job-wide state as this node heard it.
 type outcome struct {
 	round string
-	control.Flush
+	cache.FlushStatus
 }
 
 // setOutcome records the job-wide flush state of a dataset as this node

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
@@ -331,9 +330,9 @@ func (f *Flusher) handleDone(ctx context.Context, from int, m doneMsg) (any, err
 // whatever round this node has.
 func (f *Flusher) finish(m doneMsg) {
 	now := time.Now()
-	st := control.Flush{State: control.FlushDone, Finished: now}
+	st := cache.FlushStatus{State: cache.FlushDone, Finished: now}
 	if !m.OK {
-		st = control.Flush{State: control.FlushFailed, Finished: now, Error: m.Error}
+		st = cache.FlushStatus{State: cache.FlushFailed, Finished: now, Error: m.Error}
 	}
 	f.mu.Lock()
 	if cur := f.current[m.Dataset]; m.Round != "" && cur != "" && cur != m.Round {
@@ -350,19 +349,14 @@ func (f *Flusher) finish(m doneMsg) {
 		select {
 		case <-j.done:
 			mine = j.res
-			st.DoneBytes, st.TotalBytes = j.prog.bytes()
+			st.Done, st.Total = j.prog.bytes()
 			st.Started = j.prog.startTime()
 		default:
 		}
 	}
-	f.setOutcome(m.Dataset, outcome{round: m.Round, Flush: st})
+	f.setOutcome(m.Dataset, outcome{round: m.Round, FlushStatus: st})
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
-		cs := cache.FlushStatus{State: cache.FlushDone, Done: st.DoneBytes, Total: st.TotalBytes, Started: st.Started,
-			Finished: now, Error: st.Error}
-		if !m.OK {
-			cs.State = cache.FlushFailed
-		}
-		f.setFlush(m.Dataset, cs)
+		f.setFlush(m.Dataset, st)
 	}
 	f.broadcast() // wakes `scrfs flush --wait`
 	if !m.OK {

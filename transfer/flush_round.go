@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/internal/atomicfile"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
@@ -27,11 +26,6 @@ type (
 		Dataset string `json:"dataset"`
 		Force   bool   `json:"force,omitempty"`
 		From    int    `json:"from"`
-	}
-	requestReply struct {
-		Dataset string `json:"dataset"`
-		Round   string `json:"round,omitempty"`
-		Already bool   `json:"already,omitempty"`
 	}
 	// resumeMsg asks node 0 about a flush a restart interrupted.
 	resumeMsg struct {
@@ -107,7 +101,7 @@ func (f *Flusher) handleRequest(ctx context.Context, from int, m requestMsg) (an
 	if err != nil {
 		return nil, err
 	}
-	rep := requestReply{Dataset: name, Already: already}
+	rep := Requested{Dataset: name, Already: already}
 	if r != nil {
 		rep.Round = r.token
 	}
@@ -397,8 +391,8 @@ func (f *Flusher) handleResume(ctx context.Context, from int, m resumeMsg) (any,
 	case active:
 		// The round asks that node again once its link is back.
 		return resumeReply{}, nil
-	case known && (out.State == control.FlushDone || out.State == control.FlushFailed):
-		return resumeReply{Over: true, OK: out.State == control.FlushDone, Error: out.Error}, nil
+	case known && (out.State == cache.FlushDone || out.State == cache.FlushFailed):
+		return resumeReply{Over: true, OK: out.State == cache.FlushDone, Error: out.Error}, nil
 	}
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		// Node 0 restarted too, forgetting outcomes; its cache remembers.

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
@@ -89,9 +88,9 @@ func (f *fixture) write(name string, size int) {
 }
 
 // flush asks node i to flush dataset name, as `scrfs flush NAME`.
-func (f *fixture) flush(i int, name string) *control.FlushReply {
+func (f *fixture) flush(i int, name string) transfer.Requested {
 	f.T.Helper()
-	rep, err := f.fl(i).Request(context.Background(), control.FlushRequest{Name: name})
+	rep, err := f.fl(i).Request(context.Background(), name, false)
 	if err != nil {
 		f.T.Fatalf("flush %s from node %d: %v", name, i, err)
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 )
@@ -24,7 +23,7 @@ func TestFlushOfDatasetNodeZeroLacks(t *testing.T) {
 	if err := f.Nodes[0].Store.Drop("only-here", "the test takes it from node 0"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := f.fl(1).Request(context.Background(), control.FlushRequest{Name: "only-here"})
+	_, err := f.fl(1).Request(context.Background(), "only-here", false)
 	if !errors.Is(err, cache.ErrNotFound) || !strings.Contains(err.Error(), "node 0") {
 		t.Fatalf("flush of a dataset node 0 lacks: %v", err)
 	}

@@ -5,38 +5,64 @@ import (
 	"fmt"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 )
 
-// Request forwards `scrfs flush` to node 0. Without a name it flushes the
-// newest dataset completed on this node.
-func (f *Flusher) Request(ctx context.Context, req control.FlushRequest) (*control.FlushReply, error) {
+// Progress is a dataset's flush as this node knows it: the state the cache
+// keeps (or, once the dataset left the cache, the outcome node 0
+// announced), and while this node copies its part, how fast it goes.
+type Progress struct {
+	cache.FlushStatus
+	// Rate is this node's copy rate over the last few seconds, in bytes per
+	// second, and ETA the seconds left at that rate; both 0 when no copy is
+	// running.
+	Rate, ETA float64
+	// Waiting is set once this node's part is durable while other nodes
+	// are still copying theirs.
+	Waiting bool
+}
+
+// Requested is node 0's answer to a flush request, as it comes over the
+// job's network too.
+type Requested struct {
+	// Dataset is the dataset being flushed (resolved when the request named
+	// none).
+	Dataset string `json:"dataset"`
+	// Round identifies this flush; Progress with it reports this flush,
+	// never the outcome of an earlier one.
+	Round string `json:"round,omitempty"`
+	// Already is set when the dataset was flushed before and nothing was
+	// started.
+	Already bool `json:"already,omitempty"`
+}
+
+// Request forwards `scrfs flush` to node 0: flush dataset name (the newest
+// dataset completed on this node when name is ""), again if force even if
+// it was flushed already.
+func (f *Flusher) Request(ctx context.Context, name string, force bool) (Requested, error) {
 	if f.prefix == "" {
-		return nil, errNoPrefix
+		return Requested{}, errNoPrefix
 	}
-	name := req.Name
 	if name == "" {
 		if name = f.newestToFlush(ctx); name == "" {
-			return nil, fmt.Errorf("flush: no completed dataset in the cache of node %d: %w", f.self, cache.ErrNotFound)
+			return Requested{}, fmt.Errorf("flush: no completed dataset in the cache of node %d: %w", f.self, cache.ErrNotFound)
 		}
 	} else if f.o.Store.Get(name) == nil {
-		return nil, fmt.Errorf("flush %s: not in the cache of node %d: %w", name, f.self, cache.ErrNotFound)
+		return Requested{}, fmt.Errorf("flush %s: not in the cache of node %d: %w", name, f.self, cache.ErrNotFound)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
-	var rep requestReply
-	err := f.net.Call(ctx, 0, "flush-request", requestMsg{Dataset: name, Force: req.Force, From: f.self}, &rep)
+	var rep Requested
+	err := f.net.Call(ctx, 0, "flush-request", requestMsg{Dataset: name, Force: force, From: f.self}, &rep)
 	if err != nil {
-		return nil, err // node 0's own words, and its sentinel
+		return Requested{}, err // node 0's own words, and its sentinel
 	}
-	return &control.FlushReply{Name: rep.Dataset, Round: rep.Round, Already: rep.Already}, nil
+	return rep, nil
 }
 
 // Progress reports dataset name's flush as this node knows it. With a
-// round (from a FlushReply) it reports that round only: "scheduled" until
+// round (from Requested) it reports that round only: "scheduled" until
 // this node hears of it, never the outcome of an earlier flush.
-func (f *Flusher) Progress(name, round string) (*control.FlushProgress, error) {
-	p := &control.FlushProgress{Name: name, Prefix: f.prefix}
+func (f *Flusher) Progress(name, round string) (Progress, error) {
 	f.mu.Lock()
 	out, haveOut := f.outcomes[name]
 	j := f.jobs[name]
@@ -49,74 +75,57 @@ func (f *Flusher) Progress(name, round string) (*control.FlushProgress, error) {
 	if round != "" {
 		switch {
 		case haveOut && out.round == round:
-			p.Flush = out.Flush
+			return Progress{FlushStatus: out.FlushStatus}, nil
 		case j != nil && j.round == round:
-			p.Flush = f.jobStatus(j, info)
-		default:
-			p.Flush = control.Flush{State: control.FlushScheduled}
+			return f.jobStatus(j, info), nil
 		}
-		return p, nil
+		return Progress{FlushStatus: cache.FlushStatus{State: cache.FlushScheduled}}, nil
 	}
 	switch {
 	case j != nil:
-		p.Flush = f.jobStatus(j, info)
+		return f.jobStatus(j, info), nil
 	case info != nil && info.Flush.State != "":
-		p.Flush = FlushStatus(info.Flush)
+		return Progress{FlushStatus: info.Flush}, nil
 	case haveOut:
-		p.Flush = out.Flush
-	default:
-		return nil, fmt.Errorf("no flush of %s known on node %d: %w", name, f.self, cache.ErrNotFound)
+		return Progress{FlushStatus: out.FlushStatus}, nil
 	}
-	return p, nil
+	return Progress{}, fmt.Errorf("no flush of %s known on node %d: %w", name, f.self, cache.ErrNotFound)
+}
+
+// Running returns how this node's part of a round of dataset name goes
+// while the round is under way here: the rate, ETA and "waiting for the
+// other nodes" that the cache's flush status does not hold.
+func (f *Flusher) Running(name string) (Progress, bool) {
+	f.mu.Lock()
+	j := f.jobs[name]
+	f.mu.Unlock()
+	if j == nil {
+		return Progress{}, false
+	}
+	return f.jobStatus(j, nil), true
 }
 
 // jobStatus describes this node's job of a running round.
-func (f *Flusher) jobStatus(j *flushJob, info *cache.Info) control.Flush {
+func (f *Flusher) jobStatus(j *flushJob, info *cache.Info) Progress {
 	done, total, rate, eta, finished := j.prog.snapshot()
-	st := control.Flush{State: control.FlushScheduled, DoneBytes: done, TotalBytes: total, Rate: rate, ETA: eta,
-		Started: j.prog.startTime()}
+	st := Progress{FlushStatus: cache.FlushStatus{State: cache.FlushScheduled, Done: done, Total: total,
+		Started: j.prog.startTime()}, Rate: rate, ETA: eta}
 	select {
 	case <-j.done:
 		if j.err != nil {
-			st.State, st.Error = control.FlushFailed, j.err.Error()
+			st.State, st.Error = cache.FlushFailed, j.err.Error()
 			return st
 		}
 		// This part is durable; the round waits for the others.
-		st.State, st.Waiting, st.Rate, st.ETA = control.FlushRunning, true, 0, 0
+		st.State, st.Waiting, st.Rate, st.ETA = cache.FlushRunning, true, 0, 0
 		return st
 	default:
 	}
 	if !st.Started.IsZero() || finished {
-		st.State = control.FlushRunning
+		st.State = cache.FlushRunning
 	}
 	if info != nil && info.Flush.Error != "" {
 		st.Error = info.Flush.Error
 	}
 	return st
-}
-
-// FlushStatus is a dataset's flush status as the cache keeps it, in the
-// control ABI's form.
-func FlushStatus(fs cache.FlushStatus) control.Flush {
-	return control.Flush{State: string(fs.State), DoneBytes: fs.Done, TotalBytes: fs.Total,
-		Started: fs.Started, Finished: fs.Finished, Error: fs.Error}
-}
-
-// AddStatus adds the rate, ETA and "waiting for the other nodes" of
-// running flushes to the status rows.
-func (f *Flusher) AddStatus(st *control.Status) {
-	for i := range st.Datasets {
-		row := &st.Datasets[i]
-		if row.Flush == nil {
-			continue
-		}
-		f.mu.Lock()
-		j := f.jobs[row.Name]
-		f.mu.Unlock()
-		if j == nil || (row.Flush.State != control.FlushRunning && row.Flush.State != control.FlushScheduled) {
-			continue
-		}
-		js := f.jobStatus(j, nil)
-		row.Flush.Rate, row.Flush.ETA, row.Flush.Waiting = js.Rate, js.ETA, js.Waiting
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/prefix"
@@ -124,12 +123,12 @@ func TestFlushNewestWaitsForCompletion(t *testing.T) {
 	}
 	got := make(chan string, 1)
 	go func() {
-		rep, err := f.fl(0).Request(context.Background(), control.FlushRequest{})
+		rep, err := f.fl(0).Request(context.Background(), "", false)
 		if err != nil {
 			got <- err.Error()
 			return
 		}
-		got <- rep.Name
+		got <- rep.Dataset
 	}()
 	// Nothing announces "waiting": give a flush that does not wait the
 	// time to answer wrongly.
