@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
 )
 
 // node/nodetest has no tests of its own: the tests that run whole jobs on
@@ -268,7 +268,7 @@ func TestBeginAfterRecordRefused(t *testing.T) {
 func regularFiles(m *record.Member) int {
 	n := 0
 	for _, f := range m.Files {
-		if f.Type == schemes.Regular {
+		if f.Type == files.Regular {
 			n++
 		}
 	}

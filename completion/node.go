@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
 )
 
 // Every node's side: asking node 0 before a dataset begins, joining at
@@ -233,12 +233,12 @@ func (m shareReq) Check() error { return layout.CheckRoute(m.Dataset, m.Kind, m.
 
 // shareReply is a node's share, as node 0 judges it.
 type shareReply struct {
-	ID    string             `json:"id"`
-	Run   string             `json:"run"`
-	Began string             `json:"began,omitempty"` // the run that created this node's copy
-	Empty bool               `json:"empty,omitempty"`
-	Lost  string             `json:"lost,omitempty"` // why this node has no valid copy
-	Files []schemes.FileMeta `json:"files,omitempty"`
+	ID    string       `json:"id"`
+	Run   string       `json:"run"`
+	Began string       `json:"began,omitempty"` // the run that created this node's copy
+	Empty bool         `json:"empty,omitempty"`
+	Lost  string       `json:"lost,omitempty"` // why this node has no valid copy
+	Files []files.Meta `json:"files,omitempty"`
 	// Record is the job's record of the dataset, when this node holds it
 	// recorded already: a round asked for again (a node that missed the
 	// record rejoins, node 0 restarted) sends it on instead of judging.
@@ -263,12 +263,12 @@ func (c *Completer) handleShare(ctx context.Context, from int, m shareReq) (any,
 			rep.Lost = fmt.Sprintf("node %d holds a dataset %s anchored at %s %q", c.self, m.Dataset, info.Kind, info.Root)
 			return rep, nil
 		case info.State.Completed():
-			files, err := schemes.ScanDir(ds.Dir())
+			list, err := files.Scan(ds.Dir())
 			if err != nil {
 				rep.Lost = fmt.Sprintf("node %d cannot list its files: %v", c.self, err)
 				return rep, nil
 			}
-			rep.Began, rep.Files = info.Began, files
+			rep.Began, rep.Files = info.Began, list
 			if info.Seq > 0 {
 				if rec, err := record.Load(ds.Dir()); err == nil {
 					rep.Record = rec

@@ -11,7 +11,8 @@ import (
 // fs and the packages below it (fs/mount) import go-fuse (and the
 // benchmarks' own baselines), the node tree knows nothing of its mount,
 // the coordination packages know neither each other nor fs nor the
-// daemon, and the leaf packages know no coordination.
+// daemon, the leaf packages know no coordination, and the leaf packages
+// others build on import only what they are built on.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/scrfs/scrfs/...").Output()
 	if err != nil {
@@ -29,11 +30,15 @@ func TestImportRules(t *testing.T) {
 		"jobnet":     {"cache", "fs", "schemes", "prefix", "daemon", "redundancy", "transfer"},
 		"redundancy": {"fs", "prefix", "peer", "daemon", "transfer"},
 		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy", "control"},
-		"completion": {"fs", "prefix", "peer", "daemon", "redundancy", "transfer"},
+		"completion": {"fs", "prefix", "peer", "daemon", "redundancy", "transfer", "schemes"},
 		"namespace":  {"fs", "peer", "prefix", "daemon", "completion", "redundancy", "transfer"},
 		"record":     {"cache", "fs", "peer", "prefix", "daemon", "jobnet", "completion", "redundancy", "transfer"},
 		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
-		"fs":         {"fs/mount", "peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "prefix", "daemon"},
+		"fs":         {"fs/mount", "peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "prefix", "daemon", "schemes"},
+	}
+	// Leaf packages below others import nothing of scrfs but these.
+	only := map[string][]string{
+		"files": {"layout"},
 	}
 	// fs/mount serves any node tree and imports nothing of scrfs, so
 	// fs's own tests can mount with it.
@@ -54,6 +59,9 @@ func TestImportRules(t *testing.T) {
 			}
 			if slices.Contains(forbidden[pkg], own) {
 				t.Errorf("%s imports %s", pkg, own)
+			}
+			if allowed, leaf := only[pkg]; leaf && !slices.Contains(allowed, own) && !strings.HasPrefix(own, "internal/") {
+				t.Errorf("leaf package %s imports %s", pkg, own)
 			}
 			if slices.Contains(coordination, pkg) && slices.Contains(coordination, own) && own != "jobnet" {
 				t.Errorf("coordination package %s imports %s", pkg, own)

@@ -9,8 +9,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
 )
 
 // Namespace is the job-wide view of complete datasets: what every node
@@ -166,7 +166,7 @@ func (n *remoteNode) Readlink(ctx context.Context) (target []byte, errno syscall
 	if errno != 0 {
 		return nil, errno
 	}
-	if e.Meta.Type != schemes.Symlink {
+	if e.Meta.Type != files.Symlink {
 		return nil, syscall.EINVAL
 	}
 	return []byte(e.Meta.Target), 0
@@ -208,9 +208,9 @@ func fillRemote(e *record.Entry, out *fuse.Attr) {
 	out.Nlink = 1
 	out.Size = uint64(m.Size)
 	switch m.Type {
-	case schemes.Dir:
+	case files.Dir:
 		out.Nlink, out.Size = 2, 4096
-	case schemes.Symlink:
+	case files.Symlink:
 		out.Size = uint64(len(m.Target))
 	}
 	out.Blksize = 4096
@@ -222,11 +222,11 @@ func fillRemote(e *record.Entry, out *fuse.Attr) {
 
 // typeBits returns the S_IF* bits of an entry type (a hard link is the
 // regular file it names).
-func typeBits(t schemes.EntryType) uint32 {
+func typeBits(t files.Type) uint32 {
 	switch t {
-	case schemes.Dir:
+	case files.Dir:
 		return syscall.S_IFDIR
-	case schemes.Symlink:
+	case files.Symlink:
 		return syscall.S_IFLNK
 	}
 	return syscall.S_IFREG

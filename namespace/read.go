@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
@@ -42,7 +43,7 @@ func (m readReq) Check() error {
 	if m.Offset < 0 || m.Offset%blockSize != 0 || m.Length < 0 || (m.Length == 0 || m.Copy) && m.Offset != 0 || m.Copy && m.Length != 0 {
 		return errors.New("bad range")
 	}
-	return schemes.CheckRelPath(m.Path)
+	return files.CheckPath(m.Path)
 }
 
 // readReply is what the holder sent: the range's length.

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
 )
 
 // blockSize is the unit a remote file is fetched and tracked in: a read
@@ -88,7 +88,7 @@ func (n *Namespace) Open(ctx context.Context, dataset string, e *record.Entry) (
 // open returns e's local copy or the Remote fetching it.
 func (n *Namespace) open(dataset string, e *record.Entry) (string, *Remote, error) {
 	p := e.Path
-	if e.Meta.Type == schemes.HardLink {
+	if e.Meta.Type == files.HardLink {
 		p = e.Meta.Target // the bytes are the earlier path's
 	}
 	if e.Local {

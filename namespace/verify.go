@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
@@ -119,15 +120,15 @@ func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *
 // recordedCRC returns the CRC32C the member's redundancy file recorded for
 // file p, if the scheme computed one.
 func recordedCRC(dir string, mem *record.Member, p string) (uint32, bool, error) {
-	files, err := schemes.MemberFiles(dir, mem.Node)
+	list, err := schemes.MemberFiles(dir, mem.Node)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil // not protected (yet): the transfer's own CRC only
 	}
 	if err != nil {
 		return 0, false, err
 	}
-	for _, f := range files {
-		if f.Path == p && f.Type == schemes.Regular {
+	for _, f := range list {
+		if f.Path == p && f.Type == files.Regular {
 			return f.CRC32C, f.HasCRC, nil
 		}
 	}

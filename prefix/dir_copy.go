@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -224,7 +225,7 @@ func (c *copier) open(t *fileTask) error {
 	}
 	switch {
 	case c.fetch && !st.Mode().IsRegular():
-		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("is a %s, manifest says file", typeName(st.Mode()))}
+		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
 	case c.fetch && st.Size() != t.size:
 		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), t.size)}
 	case !st.Mode().IsRegular() || st.Size() != t.size:
@@ -327,23 +328,4 @@ func closeFile(f *os.File) {
 	if f != nil {
 		_ = f.Close() // error path: the copy already failed
 	}
-}
-
-// typeName names the type of a mode for messages.
-func typeName(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return TypeFile
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }

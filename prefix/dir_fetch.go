@@ -10,6 +10,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // Fetch copies entries (typically one node's share of a dataset's merged
@@ -70,7 +72,7 @@ func fetch(ctx context.Context, srcDir, dstDir string, entries []Entry, o Option
 		for d := filepath.Dir(es[i].Path); d != "." && !need[d]; d = filepath.Dir(d) {
 			need[d] = true
 		}
-		if es[i].Type == TypeDir {
+		if es[i].Type == files.Dir {
 			need[es[i].Path] = true
 		}
 	}
@@ -92,11 +94,11 @@ func fetch(ctx context.Context, srcDir, dstDir string, entries []Entry, o Option
 		e := &es[i]
 		src, dst := filepath.Join(srcDir, e.Path), filepath.Join(dstDir, e.Path)
 		switch e.Type {
-		case TypeSymlink:
+		case files.Symlink:
 			if err := fetchSymlink(src, dst, e); err != nil {
 				return err
 			}
-		case TypeFile:
+		case files.Regular:
 			tasks = append(tasks, &fileTask{e: e, src: src, dst: dst, name: dst, size: e.Size})
 			total += e.Size
 		}

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/files"
 )
 
 // tmpInfix marks a data file Flush is still writing:
@@ -80,7 +80,7 @@ func Flush(ctx context.Context, srcDir, dstDir string, node int, o Options) ([]E
 func countFiles(es []Entry) int {
 	n := 0
 	for i := range es {
-		if es[i].Type == TypeFile {
+		if es[i].Type == files.Regular {
 			n++
 		}
 	}
@@ -118,17 +118,17 @@ func flush(ctx context.Context, srcDir, dstDir string, node int, o Options, prog
 		e := &entries[i]
 		final := filepath.Join(dstDir, e.Path)
 		switch e.Type {
-		case TypeDir:
+		case files.Dir:
 			if err := makeDir(final, e.Mode|0o700); err != nil {
 				return nil, err
 			}
-		case TypeSymlink:
+		case files.Symlink:
 			tmp := tmpName(final, node)
 			pending, finals = append(pending, tmp), append(finals, final)
 			if err := makeSymlink(tmp, final, e); err != nil {
 				return nil, err
 			}
-		case TypeFile:
+		case files.Regular:
 			tmp := tmpName(final, node)
 			pending, finals = append(pending, tmp), append(finals, final)
 			tasks = append(tasks, &fileTask{e: e, src: filepath.Join(srcDir, e.Path), dst: tmp, name: final, size: e.Size})
@@ -164,7 +164,8 @@ func flush(ctx context.Context, srcDir, dstDir string, node int, o Options, prog
 	return entries, nil
 }
 
-// scan lists srcDir's tree as entries, sorted by path (parents first).
+// scan lists srcDir's tree as node's entries, sorted by path (parents
+// first).
 func scan(srcDir string, node int) ([]Entry, error) {
 	st, err := os.Stat(srcDir)
 	if err != nil {
@@ -173,56 +174,11 @@ func scan(srcDir string, node int) ([]Entry, error) {
 	if !st.IsDir() {
 		return nil, pathErr("scan", srcDir, syscall.ENOTDIR)
 	}
-	var entries []Entry
-	err = filepath.WalkDir(srcDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return pathErr("scan", p, err)
-		}
-		rel, err := filepath.Rel(srcDir, p)
-		if err != nil {
-			return err
-		}
-		if rel == "." {
-			return nil
-		}
-		if rel == layout.MetaDir && d.IsDir() {
-			return filepath.SkipDir // scrfs's own redundancy data and metadata
-		}
-		info, err := d.Info()
-		if err != nil {
-			return pathErr("stat", p, err)
-		}
-		sys, ok := info.Sys().(*syscall.Stat_t)
-		if !ok {
-			return pathErr("stat", p, errors.New("no Unix attributes"))
-		}
-		e := Entry{Path: filepath.ToSlash(rel), Mode: sys.Mode & 0o7777, UID: sys.Uid, GID: sys.Gid,
-			MtimeNs: sys.Mtim.Nano(), Node: node}
-		switch {
-		case info.Mode().IsRegular():
-			e.Type, e.Size = TypeFile, info.Size()
-		case info.IsDir():
-			e.Type = TypeDir
-		case info.Mode()&fs.ModeSymlink != 0:
-			e.Type = TypeSymlink
-			if e.Target, err = os.Readlink(p); err != nil {
-				return pathErr("readlink", p, err)
-			}
-			e.Mode = 0 // meaningless for links on Linux
-		default:
-			return pathErr("scan", p, fmt.Errorf("%w: %s", ErrUnsupportedType, typeName(info.Mode())))
-		}
-		if err := e.check(); err != nil {
-			return pathErr("scan", p, fmt.Errorf("%w: %v", ErrBadEntry, err))
-		}
-		entries = append(entries, e)
-		return nil
-	})
+	list, err := files.Scan(srcDir)
 	if err != nil {
 		return nil, err
 	}
-	sortEntries(entries)
-	return entries, nil
+	return entriesOf(list, node)
 }
 
 // makeDir creates dir with mode, or accepts it if it exists as a directory
@@ -271,7 +227,7 @@ func finishDirs(root string, entries []Entry, flush bool, streams int) error {
 	dirs := []string{root}
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := &entries[i]
-		if e.Type != TypeDir {
+		if e.Type != files.Dir {
 			continue
 		}
 		p := filepath.Join(root, e.Path)

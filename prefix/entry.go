@@ -7,43 +7,20 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/files"
 )
 
-// Entry types, the values of Entry.Type.
-const (
-	TypeFile    = "file"
-	TypeDir     = "dir"
-	TypeSymlink = "symlink"
-)
-
-// Entry describes one file, directory or symbolic link of a dataset as one
-// node flushed it. It is a plain value: callers may copy and keep it.
+// Entry is one file, directory or symbolic link of a dataset as one node
+// flushed it: its entry in the dataset's file list, and the node. It is a
+// plain value: callers may copy and keep it.
+//
+// A manifest holds less than a file list can (docs/formats-prefix.md): its
+// Type is files.Regular, files.Dir or files.Symlink (a prefix holds plain
+// files: a hard link is flushed as a file of its own), a symlink's Mode is
+// 0, AtimeNs is not recorded, and HasCRC is set only when the flush
+// computed CRCs (a flush with Options.CRC off records none).
 type Entry struct {
-	// Path is relative to the dataset directory, slash-separated and clean:
-	// never empty, absolute, "." or containing "..", never inside the
-	// dataset's own .scrfs directory.
-	Path string
-	// Type is TypeFile, TypeDir or TypeSymlink.
-	Type string
-	// Size is the length of a regular file in bytes; 0 for the other types.
-	Size int64
-	// CRC32C is the Castagnoli CRC of the file's bytes; meaningful only
-	// when HasCRC is set (a flush with Options.CRC off records none).
-	CRC32C uint32
-	// HasCRC reports whether CRC32C was computed. (An addition to the
-	// brief's Entry: a CRC of 0 is a valid checksum, so absence needs its
-	// own bit.)
-	HasCRC bool
-	// Mode holds the Unix permission bits including setuid, setgid and
-	// sticky (mode & 07777), not an os.FileMode.
-	Mode uint32
-	// UID and GID are the numeric owner and group.
-	UID, GID uint32
-	// MtimeNs is the modification time in nanoseconds since the Unix epoch.
-	MtimeNs int64
-	// Target is a symbolic link's target, exactly as readlink returned it.
-	Target string
+	files.Meta
 	// Node is the index of the node that flushed the entry.
 	Node int
 }
@@ -52,29 +29,49 @@ type Entry struct {
 // make Fetch build absurd names.
 const maxPath = 4096
 
-// checkPath reports whether p is an acceptable Entry.Path.
+// checkPath reports whether p is an acceptable Entry.Path: a dataset path
+// (files.CheckPath) that the prefix's file system can hold.
 func checkPath(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("empty path")
-	case len(p) >= maxPath:
-		return fmt.Errorf("path %.40q... longer than %d bytes", p, maxPath-1)
-	case strings.IndexByte(p, 0) >= 0:
-		return fmt.Errorf("path %q contains NUL", p)
-	case p[0] == '/':
-		return fmt.Errorf("path %q is absolute", p)
+	if err := files.CheckPath(p); err != nil {
+		return err
 	}
-	for i, c := range strings.Split(p, "/") {
-		switch {
-		case c == "" || c == "." || c == "..":
-			return fmt.Errorf("path %q is not clean and relative", p)
-		case len(c) > 255:
+	if len(p) >= maxPath {
+		return fmt.Errorf("path %.40q... longer than %d bytes", p, maxPath-1)
+	}
+	for c := range strings.SplitSeq(p, "/") {
+		if len(c) > 255 {
 			return fmt.Errorf("path %q has a component longer than 255 bytes", p)
-		case i == 0 && c == layout.MetaDir:
-			return fmt.Errorf("path %q is inside scrfs's own %s", p, layout.MetaDir)
 		}
 	}
 	return nil
+}
+
+// entriesOf returns node's manifest entries of list, a member's file
+// list, sorted by path: the dataset directory itself (".") left out (the
+// prefix's directory of the dataset is shared by every node), the rest as
+// Entry describes. Lists come from the job's records: checked again here,
+// as a manifest's entries must be.
+func entriesOf(list []files.Meta, node int) ([]Entry, error) {
+	es := make([]Entry, 0, len(list))
+	for _, m := range list {
+		if m.Path == "." && m.Type == files.Dir {
+			continue
+		}
+		e := Entry{Meta: m, Node: node}
+		e.AtimeNs, e.HasCRC, e.CRC32C = 0, false, 0
+		switch e.Type {
+		case files.HardLink:
+			e.Type, e.Target = files.Regular, ""
+		case files.Symlink:
+			e.Mode = 0 // meaningless for links on Linux
+		}
+		if err := e.check(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadEntry, err)
+		}
+		es = append(es, e)
+	}
+	sortEntries(es)
+	return es, nil
 }
 
 // check validates one entry on its own.
@@ -89,21 +86,21 @@ func (e *Entry) check() error {
 		return fmt.Errorf("%s: mode %#o has bits beyond 07777", e.Path, e.Mode)
 	}
 	switch e.Type {
-	case TypeFile:
+	case files.Regular:
 		if e.Size < 0 {
 			return fmt.Errorf("%s: negative size %d", e.Path, e.Size)
 		}
 		if e.Target != "" {
 			return fmt.Errorf("%s: a regular file has no link target", e.Path)
 		}
-	case TypeDir, TypeSymlink:
+	case files.Dir, files.Symlink:
 		if e.Size != 0 || e.HasCRC {
 			return fmt.Errorf("%s: a %s has no size or CRC", e.Path, e.Type)
 		}
-		if e.Type == TypeDir && e.Target != "" {
+		if e.Type == files.Dir && e.Target != "" {
 			return fmt.Errorf("%s: a directory has no link target", e.Path)
 		}
-		if e.Type == TypeSymlink && (e.Target == "" || len(e.Target) >= maxPath || strings.IndexByte(e.Target, 0) >= 0) {
+		if e.Type == files.Symlink && (e.Target == "" || len(e.Target) >= maxPath || strings.IndexByte(e.Target, 0) >= 0) {
 			return fmt.Errorf("%s: symlink target %.40q is empty, too long or contains NUL", e.Path, e.Target)
 		}
 	default:
@@ -118,20 +115,20 @@ func (e *Entry) check() error {
 // keeps Fetch inside its destination: a manifest listing symlink "a" -> "/"
 // and file "a/etc/passwd" is rejected here.
 func checkEntries(es []Entry) error {
-	kind := make(map[string]string, len(es))
+	kind := make(map[string]files.Type, len(es))
 	for i := range es {
 		e := &es[i]
 		if err := e.check(); err != nil {
 			return err
 		}
-		if prev, ok := kind[e.Path]; ok && (prev != TypeDir || e.Type != TypeDir) {
+		if prev, ok := kind[e.Path]; ok && (prev != files.Dir || e.Type != files.Dir) {
 			return fmt.Errorf("%s listed twice (%s and %s)", e.Path, prev, e.Type)
 		}
 		kind[e.Path] = e.Type
 	}
 	for p := range kind {
 		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
-			if t, ok := kind[p[:i]]; ok && t != TypeDir {
+			if t, ok := kind[p[:i]]; ok && t != files.Dir {
 				return fmt.Errorf("%s lies below %s, which is a %s", p, p[:i], t)
 			}
 		}
@@ -159,18 +156,19 @@ func sortEntries(es []Entry) {
 }
 
 // wireEntry is Entry as JSON; see docs/formats-prefix.md. The CRC is a hex
-// string (the form checksum tools print) and absent when not computed.
+// string (the form checksum tools print) and absent when not computed; the
+// access time is not recorded.
 type wireEntry struct {
-	Path    string `json:"path"`
-	Type    string `json:"type"`
-	Size    int64  `json:"size"`
-	CRC32C  string `json:"crc32c,omitempty"`
-	Mode    uint32 `json:"mode"`
-	UID     uint32 `json:"uid"`
-	GID     uint32 `json:"gid"`
-	MtimeNs int64  `json:"mtime_ns"`
-	Target  string `json:"target,omitempty"`
-	Node    int    `json:"node"`
+	Path    string     `json:"path"`
+	Type    files.Type `json:"type"`
+	Size    int64      `json:"size"`
+	CRC32C  string     `json:"crc32c,omitempty"`
+	Mode    uint32     `json:"mode"`
+	UID     uint32     `json:"uid"`
+	GID     uint32     `json:"gid"`
+	MtimeNs int64      `json:"mtime_ns"`
+	Target  string     `json:"target,omitempty"`
+	Node    int        `json:"node"`
 }
 
 // MarshalJSON encodes e in the manifest format.
@@ -190,8 +188,8 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*e = Entry{Path: w.Path, Type: w.Type, Size: w.Size, Mode: w.Mode, UID: w.UID, GID: w.GID,
-		MtimeNs: w.MtimeNs, Target: w.Target, Node: w.Node}
+	*e = Entry{Meta: files.Meta{Path: w.Path, Type: w.Type, Size: w.Size, Mode: w.Mode, UID: w.UID, GID: w.GID,
+		MtimeNs: w.MtimeNs, Target: w.Target}, Node: w.Node}
 	if w.CRC32C != "" {
 		if len(w.CRC32C) != 8 {
 			return fmt.Errorf("%s: crc32c %q is not 8 hex digits", w.Path, w.CRC32C)

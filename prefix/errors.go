@@ -16,9 +16,6 @@ var (
 	ErrBadMetadata = errors.New("corrupt scrfs metadata")
 	// ErrConflict: two nodes claim the same path of a dataset.
 	ErrConflict = errors.New("path claimed by two nodes")
-	// ErrUnsupportedType: a dataset holds something other than regular files,
-	// directories and symbolic links (a FIFO, socket or device).
-	ErrUnsupportedType = errors.New("unsupported file type")
 	// ErrBadEntry: an Entry handed to Fetch or WritePart is invalid (a path
 	// escaping the dataset, a negative size, an unknown type).
 	ErrBadEntry = errors.New("invalid manifest entry")

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // noFinalFiles asserts that no regular file or symlink exists below dir and
@@ -105,7 +107,7 @@ func TestFlushUnsupportedType(t *testing.T) {
 	must(t, os.MkdirAll(src, 0o755))
 	must(t, syscall.Mkfifo(filepath.Join(src, "pipe"), 0o644))
 	_, err := Flush(context.Background(), src, filepath.Join(fastDir(t), "ckpt.13"), 0, Options{})
-	if !errors.Is(err, ErrUnsupportedType) || !strings.Contains(err.Error(), "FIFO") {
+	if !errors.Is(err, files.ErrUnsupportedType) || !strings.Contains(err.Error(), "FIFO") {
 		t.Errorf("got %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // flushed returns a prefix dataset directory holding a flushed tree, and
@@ -123,19 +125,19 @@ func TestFetchRefusesEscapes(t *testing.T) {
 	outside := fastDir(t)
 	dst := filepath.Join(fastDir(t), "ckpt.7")
 	cases := map[string][]Entry{
-		"dotdot":         {{Path: "../x", Type: TypeFile}},
-		"absolute":       {{Path: "/tmp/x", Type: TypeFile}},
-		"below symlink":  {{Path: "l", Type: TypeSymlink, Target: outside}, {Path: "l/x", Type: TypeFile}},
-		"below file":     {{Path: "f", Type: TypeFile}, {Path: "f/x", Type: TypeFile}},
-		"twice":          {{Path: "f", Type: TypeFile}, {Path: "f", Type: TypeFile, Node: 1}},
-		"unclean":        {{Path: "a//b", Type: TypeFile}},
-		"meta dir":       {{Path: ".scrfs/x", Type: TypeFile}},
-		"negative size":  {{Path: "f", Type: TypeFile, Size: -1}},
-		"unknown type":   {{Path: "f", Type: "fifo"}},
-		"mode bits":      {{Path: "f", Type: TypeFile, Mode: 0o170000}},
-		"empty target":   {{Path: "l", Type: TypeSymlink}},
-		"dir with crc":   {{Path: "d", Type: TypeDir, HasCRC: true}},
-		"file w/ target": {{Path: "f", Type: TypeFile, Target: "x"}},
+		"dotdot":         {{Meta: files.Meta{Path: "../x", Type: files.Regular}}},
+		"absolute":       {{Meta: files.Meta{Path: "/tmp/x", Type: files.Regular}}},
+		"below symlink":  {{Meta: files.Meta{Path: "l", Type: files.Symlink, Target: outside}}, {Meta: files.Meta{Path: "l/x", Type: files.Regular}}},
+		"below file":     {{Meta: files.Meta{Path: "f", Type: files.Regular}}, {Meta: files.Meta{Path: "f/x", Type: files.Regular}}},
+		"twice":          {{Meta: files.Meta{Path: "f", Type: files.Regular}}, {Meta: files.Meta{Path: "f", Type: files.Regular}, Node: 1}},
+		"unclean":        {{Meta: files.Meta{Path: "a//b", Type: files.Regular}}},
+		"meta dir":       {{Meta: files.Meta{Path: ".scrfs/x", Type: files.Regular}}},
+		"negative size":  {{Meta: files.Meta{Path: "f", Type: files.Regular, Size: -1}}},
+		"unknown type":   {{Meta: files.Meta{Path: "f", Type: 9}}},
+		"mode bits":      {{Meta: files.Meta{Path: "f", Type: files.Regular, Mode: 0o170000}}},
+		"empty target":   {{Meta: files.Meta{Path: "l", Type: files.Symlink}}},
+		"dir with crc":   {{Meta: files.Meta{Path: "d", Type: files.Dir, HasCRC: true}}},
+		"file w/ target": {{Meta: files.Meta{Path: "f", Type: files.Regular, Target: "x"}}},
 	}
 	for name, es := range cases {
 		t.Run(name, func(t *testing.T) {

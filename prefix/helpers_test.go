@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/testutil"
 )
 
@@ -65,7 +66,7 @@ func must(t testing.TB, err error) {
 
 // node is what treeOf records of one path.
 type node struct {
-	Type   string
+	Type   files.Type
 	Mode   uint32
 	Mtime  int64
 	Size   int64
@@ -96,19 +97,19 @@ func treeOf(t testing.TB, root string) map[string]node {
 		n := node{Mode: st.Mode & 0o7777, Mtime: st.Mtim.Nano()}
 		switch st.Mode & syscall.S_IFMT {
 		case syscall.S_IFREG:
-			n.Type, n.Size = TypeFile, st.Size
+			n.Type, n.Size = files.Regular, st.Size
 			n.SHA256 = sha256File(t, p)
 		case syscall.S_IFDIR:
-			n.Type = TypeDir
+			n.Type = files.Dir
 		case syscall.S_IFLNK:
-			n.Type = TypeSymlink
+			n.Type = files.Symlink
 			n.Mode = 0
 			n.Target, err = os.Readlink(p)
 			if err != nil {
 				return err
 			}
 		default:
-			n.Type = "other"
+			n.Type = 0 // none of the listable types
 		}
 		out[rel] = n
 		return nil

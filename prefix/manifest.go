@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -39,7 +40,7 @@ func (m *Manifest) ForNodes(nodes []int) []Entry {
 		if !slices.Contains(nodes, e.Node) {
 			continue
 		}
-		if e.Type == TypeDir {
+		if e.Type == files.Dir {
 			if dirs[e.Path] {
 				continue
 			}
@@ -113,16 +114,16 @@ func encodeDoc(head any, entries []Entry) ([]byte, error) {
 }
 
 // totals counts the regular files and their bytes.
-func totals(es []Entry) (files, bytes int64) {
+func totals(es []Entry) (count, bytes int64) {
 	for i := range es {
-		if es[i].Type == TypeFile {
-			files++
+		if es[i].Type == files.Regular {
+			count++
 			if bytes += es[i].Size; bytes < 0 {
-				return files, -1 // overflow: only a corrupt manifest gets here
+				return count, -1 // overflow: only a corrupt manifest gets here
 			}
 		}
 	}
-	return files, bytes
+	return count, bytes
 }
 
 // WritePart records node's entries for dataset, durably and atomically,
@@ -267,7 +268,7 @@ func MergeManifest(prefix, dataset string, nodes int) (*Manifest, error) {
 		}
 		for i := range es {
 			e := &es[i]
-			if prev := owner[e.Path]; prev != nil && (prev.Type != TypeDir || e.Type != TypeDir) {
+			if prev := owner[e.Path]; prev != nil && (prev.Type != files.Dir || e.Type != files.Dir) {
 				return nil, fmt.Errorf("merge manifest of %s: %s: %w (node %d: %s, node %d: %s)",
 					dataset, e.Path, ErrConflict, prev.Node, prev.Type, e.Node, e.Type)
 			}

@@ -9,17 +9,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/atomicfile"
 )
 
 func sampleEntries(node int) []Entry {
 	r := string(rune('0' + node))
 	return []Entry{
-		{Path: "shared", Type: TypeDir, Mode: 0o755, UID: 1000, GID: 100, MtimeNs: 1714564800123456789, Node: node},
-		{Path: "shared/rank_" + r + ".bin", Type: TypeFile, Size: 5 << 30, CRC32C: 0, HasCRC: true, Mode: 0o644,
-			UID: 1000, GID: 100, MtimeNs: -5, Node: node},
-		{Path: "shared/nocrc_" + r, Type: TypeFile, Size: 10, Mode: 0o4755, Node: node},
-		{Path: "link_" + r, Type: TypeSymlink, Target: "../elsewhere/" + r, MtimeNs: 1, Node: node},
+		{Meta: files.Meta{Path: "shared", Type: files.Dir, Mode: 0o755, UID: 1000, GID: 100, MtimeNs: 1714564800123456789}, Node: node},
+		{Meta: files.Meta{Path: "shared/rank_" + r + ".bin", Type: files.Regular, Size: 5 << 30, CRC32C: 0, HasCRC: true, Mode: 0o644,
+			UID: 1000, GID: 100, MtimeNs: -5}, Node: node},
+		{Meta: files.Meta{Path: "shared/nocrc_" + r, Type: files.Regular, Size: 10, Mode: 0o4755}, Node: node},
+		{Meta: files.Meta{Path: "link_" + r, Type: files.Symlink, Target: "../elsewhere/" + r, MtimeNs: 1}, Node: node},
 	}
 }
 
@@ -62,7 +63,7 @@ func TestWritePartRejects(t *testing.T) {
 		"other node":  {"ckpt.1", 0, sampleEntries(1)},
 		"bad dataset": {"a/b", 0, nil},
 		"meta name":   {".scrfs", 0, nil},
-		"escape":      {"ckpt.1", 0, []Entry{{Path: "../x", Type: TypeFile}}},
+		"escape":      {"ckpt.1", 0, []Entry{{Meta: files.Meta{Path: "../x", Type: files.Regular}}}},
 	} {
 		if err := WritePart(prefix, tc.dataset, tc.node, tc.es); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -130,9 +131,9 @@ func TestMergeManifest(t *testing.T) {
 
 func TestMergeConflicts(t *testing.T) {
 	for name, second := range map[string][]Entry{
-		"same file":         {{Path: "shared/rank_0.bin", Type: TypeFile, Node: 1}},
-		"file vs dir":       {{Path: "shared", Type: TypeFile, Node: 1}},
-		"file below a link": {{Path: "link_0/x", Type: TypeFile, Node: 1}},
+		"same file":         {{Meta: files.Meta{Path: "shared/rank_0.bin", Type: files.Regular}, Node: 1}},
+		"file vs dir":       {{Meta: files.Meta{Path: "shared", Type: files.Regular}, Node: 1}},
+		"file below a link": {{Meta: files.Meta{Path: "link_0/x", Type: files.Regular}, Node: 1}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			prefix := fastDir(t)

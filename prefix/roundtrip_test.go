@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // TestRoundTrip flushes a tree, checks the prefix copy and the entries,
@@ -39,7 +41,7 @@ func TestRoundTrip(t *testing.T) {
 					t.Errorf("prefix lacks %s", p)
 					continue
 				}
-				if w.Type == TypeDir {
+				if w.Type == files.Dir {
 					w.Mode |= 0o700
 				}
 				if g != w {
@@ -67,12 +69,12 @@ func TestRoundTrip(t *testing.T) {
 					e.Target != w.Target || e.Node != 2 {
 					t.Errorf("entry %+v does not match source %+v", e, w)
 				}
-				if e.Type == TypeFile && crc {
+				if e.Type == files.Regular && crc {
 					if c := crcFile(t, filepath.Join(src, e.Path)); !e.HasCRC || e.CRC32C != c {
 						t.Errorf("%s: CRC32C %08x (has %v), independent crc32 says %08x", e.Path, e.CRC32C, e.HasCRC, c)
 					}
 				}
-				if e.HasCRC != (crc && e.Type == TypeFile) {
+				if e.HasCRC != (crc && e.Type == files.Regular) {
 					t.Errorf("%s: HasCRC = %v with CRC %v", e.Path, e.HasCRC, crc)
 				}
 			}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/schemes"
 )
@@ -83,8 +84,8 @@ type Member struct {
 	Holder string `json:"holder,omitempty"`
 	// Empty says the member wrote nothing (and could prove it).
 	Empty bool `json:"empty,omitempty"`
-	// Files is what it wrote, as schemes.ScanDir lists a dataset.
-	Files []schemes.FileMeta `json:"files,omitempty"`
+	// Files is what it wrote, as files.Scan lists a dataset.
+	Files []files.Meta `json:"files,omitempty"`
 }
 
 // HeldBy returns the identity of the node that holds the member's share.
@@ -220,7 +221,7 @@ func (r *Record) Check() error {
 		if m.Empty && len(m.Files) > 0 {
 			return bad("member %s is empty and lists files", m.ID)
 		}
-		if err := schemes.CheckFiles(m.Files); err != nil {
+		if err := files.Check(m.Files); err != nil {
 			return bad("member %s: %v", m.ID, err)
 		}
 	}

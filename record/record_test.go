@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -20,8 +21,8 @@ func valid() *Record {
 		if i == 2 {
 			m.Empty = true
 		} else {
-			m.Files = []schemes.FileMeta{{Path: ".", Type: schemes.Dir, Mode: 0o755},
-				{Path: "rank.bin", Type: schemes.Regular, Size: 10, Mode: 0o644}}
+			m.Files = []files.Meta{{Path: ".", Type: files.Dir, Mode: 0o755},
+				{Path: "rank.bin", Type: files.Regular, Size: 10, Mode: 0o644}}
 		}
 		r.Members = append(r.Members, m)
 	}
@@ -76,10 +77,10 @@ func TestCheckRejects(t *testing.T) {
 		"rank missing":     func(r *Record) { r.Members[3].Rank = 5 },
 		"empty with files": func(r *Record) { r.Members[0].Empty = true },
 		"file escapes": func(r *Record) {
-			r.Members[0].Files = append(r.Members[0].Files, schemes.FileMeta{Path: "../x", Type: schemes.Regular})
+			r.Members[0].Files = append(r.Members[0].Files, files.Meta{Path: "../x", Type: files.Regular})
 		},
 		"file in metadata dir": func(r *Record) {
-			r.Members[0].Files = append(r.Members[0].Files, schemes.FileMeta{Path: ".scrfs", Type: schemes.Dir})
+			r.Members[0].Files = append(r.Members[0].Files, files.Meta{Path: ".scrfs", Type: files.Dir})
 		},
 	} {
 		r := valid()

@@ -5,14 +5,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/files"
 )
 
 // Entry is one entry of a dataset's view: a file, directory or symlink,
 // with the metadata its writer gave it, and where its bytes are.
 type Entry struct {
 	Path string // relative to the dataset's root, "." for the root itself
-	Meta schemes.FileMeta
+	Meta files.Meta
 	// Member is the identity of the member whose copy this node sees,
 	// Node the index of the node that wrote it, Holder the identity of
 	// the node that holds that share now.
@@ -64,7 +64,7 @@ func NewView(rec *Record, self string) *View {
 			p := f.Path
 			if e := v.entries[p]; e != nil {
 				e.Writers++
-				if e.Writers == 2 && f.Type != schemes.Dir {
+				if e.Writers == 2 && f.Type != files.Dir {
 					v.clashes++
 				}
 				continue
@@ -77,7 +77,7 @@ func NewView(rec *Record, self string) *View {
 		}
 	}
 	if v.entries["."] == nil {
-		v.entries["."] = &Entry{Path: ".", Meta: schemes.FileMeta{Path: ".", Type: schemes.Dir, Mode: 0o755}, Writers: 0}
+		v.entries["."] = &Entry{Path: ".", Meta: files.Meta{Path: ".", Type: files.Dir, Mode: 0o755}, Writers: 0}
 	}
 	for _, names := range v.children {
 		slices.Sort(names)
@@ -107,14 +107,14 @@ func (v *View) ReadDir(p string) []*Entry {
 func (v *View) Clashes() int { return v.clashes }
 
 // Files returns how many regular files the view shows and their bytes.
-func (v *View) Files() (files, bytes int64) {
+func (v *View) Files() (count, bytes int64) {
 	for _, e := range v.entries {
-		if e.Meta.Type == schemes.Regular || e.Meta.Type == schemes.HardLink {
-			files++
+		if e.Meta.Type == files.Regular || e.Meta.Type == files.HardLink {
+			count++
 			bytes += e.Meta.Size
 		}
 	}
-	return files, bytes
+	return count, bytes
 }
 
 // Len is the number of entries, the root included.

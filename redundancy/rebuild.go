@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
@@ -277,7 +278,7 @@ func (p *Protector) inventory() inventoryMsg {
 			}
 			if err != nil {
 				share.Problem = err.Error()
-				share.Data = len(schemes.Present(ds.ShareDir(m.ID), m.Files)) == 0
+				share.Data = len(files.Missing(ds.ShareDir(m.ID), m.Files)) == 0
 			} else {
 				share.Intact = true
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -17,14 +18,14 @@ import (
 // error wrapping ErrCorrupt. buf is the read buffer (its length sets the
 // read size). Errors wrap fs.ErrNotExist when node's file holds no copy of
 // src or src wrote no file p.
-func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (FileMeta, error) {
+func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (files.Meta, error) {
 	path, err := redFileOf(dir, node)
 	if err != nil {
-		return FileMeta{}, err
+		return files.Meta{}, err
 	}
 	r, err := openRedFile(path)
 	if err != nil {
-		return FileMeta{}, err
+		return files.Meta{}, err
 	}
 	defer r.close()
 	hdr := r.lay.hdr
@@ -36,13 +37,13 @@ func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (Fil
 	}
 	mem, ok := hdr.member(src)
 	if hdr.Scheme != Partner.String() || seg < 0 || !ok {
-		return FileMeta{}, fmt.Errorf("%s holds no copy of member %d: %w", path, src, os.ErrNotExist)
+		return files.Meta{}, fmt.Errorf("%s holds no copy of member %d: %w", path, src, os.ErrNotExist)
 	}
 	var start int64
-	var meta *FileMeta
+	var meta *files.Meta
 	for i := range mem.Files {
 		f := &mem.Files[i]
-		if f.Type != Regular {
+		if f.Type != files.Regular {
 			continue
 		}
 		if f.Path == p {
@@ -52,23 +53,23 @@ func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (Fil
 		start += f.Size
 	}
 	if meta == nil {
-		return FileMeta{}, fmt.Errorf("member %d wrote no file %s: %w", src, p, os.ErrNotExist)
+		return files.Meta{}, fmt.Errorf("member %d wrote no file %s: %w", src, p, os.ErrNotExist)
 	}
 	sr := r.reader()
 	var crc uint32
 	for off := int64(0); off < meta.Size; {
 		b := buf[:min(int64(len(buf)), meta.Size-off)]
 		if err := sr.readAt(seg, start+off, b); err != nil {
-			return FileMeta{}, err
+			return files.Meta{}, err
 		}
 		crc = crc32c.Update(crc, b)
 		if _, err := w.Write(b); err != nil {
-			return FileMeta{}, err
+			return files.Meta{}, err
 		}
 		off += int64(len(b))
 	}
 	if meta.HasCRC && crc != meta.CRC32C {
-		return FileMeta{}, fmt.Errorf("%w: the copy of %s of member %d in %s: crc32c %08x, recorded %08x", ErrCorrupt, p, src, path, crc, meta.CRC32C)
+		return files.Meta{}, fmt.Errorf("%w: the copy of %s of member %d in %s: crc32c %08x, recorded %08x", ErrCorrupt, p, src, path, crc, meta.CRC32C)
 	}
 	return *meta, nil
 }

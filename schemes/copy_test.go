@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // TestReadCopy: every regular file of every member reads back byte for
@@ -20,13 +22,13 @@ func TestReadCopy(t *testing.T) {
 	ts.mustEncode()
 	buf := make([]byte, 5000) // not a multiple of the block size
 	for src := range p.Size {
-		files, err := MemberFiles(ts.dirs[src], ts.set.Nodes[src])
+		list, err := MemberFiles(ts.dirs[src], ts.set.Nodes[src])
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, holder := range p.recorders(src) {
-			for _, f := range files {
-				if f.Type != Regular {
+			for _, f := range list {
+				if f.Type != files.Regular {
 					continue
 				}
 				var got bytes.Buffer
@@ -67,10 +69,10 @@ func TestReadCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	files, _ := MemberFiles(ts.dirs[0], ts.set.Nodes[0])
+	list, _ := MemberFiles(ts.dirs[0], ts.set.Nodes[0])
 	corrupt := 0
-	for _, fm := range files {
-		if fm.Type == Regular {
+	for _, fm := range list {
+		if fm.Type == files.Regular {
 			if _, err := ReadCopy(ts.dirs[1], ts.set.Nodes[1], 0, fm.Path, &bytes.Buffer{}, buf); errors.Is(err, ErrCorrupt) {
 				corrupt++
 			} else if err != nil {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -158,7 +159,7 @@ func TestSurvivorFileCorrupt(t *testing.T) {
 			// Damage every file of rank 0 somewhere, so some damage lands in
 			// the lost member's data rows and some in its parity row.
 			for i, f := range h.Members[0].Files {
-				if f.Type == Regular && f.Size > 0 {
+				if f.Type == files.Regular && f.Size > 0 {
 					flipByte(t, filepath.Join(ts.dirs[0], f.Path), int64(i*7919)%f.Size)
 				}
 			}
@@ -187,10 +188,10 @@ func TestInspect(t *testing.T) {
 		t.Errorf("inventory %+v", inv)
 	}
 	// A missing application file, a changed size.
-	files, _ := ScanDir(ts.dirs[1])
+	list, _ := files.Scan(ts.dirs[1])
 	var removed string
-	for _, f := range files {
-		if f.Type == Regular {
+	for _, f := range list {
+		if f.Type == files.Regular {
 			removed = f.Path
 			os.Remove(filepath.Join(ts.dirs[1], f.Path))
 			break

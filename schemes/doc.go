@@ -13,7 +13,7 @@
 // prefix directory.
 //
 // A member's logical file is the concatenation of its regular files in
-// ScanDir order (directories, symlinks and hard links carry metadata only).
+// files.Scan order (directories, symlinks and hard links carry metadata only).
 // The schemes follow redset (LLNL), byte for byte in where each chunk goes:
 //
 //   - SINGLE: a header with the member's own file metadata, no data.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -54,7 +55,7 @@ type encoder struct {
 	p       Params
 	m       Member
 	o       *options
-	files   []FileMeta
+	files   []files.Meta
 	logical int64
 	path    string
 }
@@ -85,11 +86,11 @@ func (e *encoder) scan() error {
 	if err := os.MkdirAll(filepath.Join(e.m.Dir, layout.MetaDir), 0o700); err != nil {
 		return fmt.Errorf("scan %s: %w", e.m.Dir, err)
 	}
-	files, err := ScanDir(e.m.Dir)
+	list, err := files.Scan(e.m.Dir)
 	if err != nil {
 		return err
 	}
-	e.files, e.logical = files, logicalSize(files)
+	e.files, e.logical = list, files.Bytes(list)
 	return nil
 }
 
@@ -179,11 +180,11 @@ func (e *encoder) run(s *session) error {
 	if err != nil {
 		return s.fail(fmt.Errorf("internal error: file checksums: %w", err))
 	}
-	files := withCRCs(e.files, sums)
+	list := withCRCs(e.files, sums)
 
 	// Metadata goes to the recorders only now, with the CRCs; it is small,
 	// and the members that record it write their headers last anyway.
-	own := MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: files}
+	own := MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: list}
 	rec := e.p.recorded(e.m.Rank)
 	metas, err := s.sendMeta(&own, e.p.recorders(e.m.Rank), rec, sizes)
 	if err != nil {
@@ -207,10 +208,10 @@ func chunkSize(maxSize int64, parts int) int64 {
 	return max(c, 1)
 }
 
-func regularSizes(files []FileMeta) []int64 {
+func regularSizes(list []files.Meta) []int64 {
 	var out []int64
-	for _, f := range files {
-		if f.Type == Regular {
+	for _, f := range list {
+		if f.Type == files.Regular {
 			out = append(out, f.Size)
 		}
 	}
@@ -218,12 +219,12 @@ func regularSizes(files []FileMeta) []int64 {
 }
 
 // withCRCs returns a copy of files with the regular files' CRCs set.
-func withCRCs(files []FileMeta, sums []uint32) []FileMeta {
-	out := make([]FileMeta, len(files))
-	copy(out, files)
+func withCRCs(list []files.Meta, sums []uint32) []files.Meta {
+	out := make([]files.Meta, len(list))
+	copy(out, list)
 	i := 0
 	for j := range out {
-		if out[j].Type == Regular {
+		if out[j].Type == files.Regular {
 			out[j].CRC32C, out[j].HasCRC = sums[i], true
 			i++
 		}

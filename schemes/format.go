@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -63,8 +64,8 @@ type Header struct {
 type MemberMeta struct {
 	Rank int `json:"rank"`
 	// Logical is the length of the member's logical file (its regular files).
-	Logical int64      `json:"logical"`
-	Files   []FileMeta `json:"files"`
+	Logical int64        `json:"logical"`
+	Files   []files.Meta `json:"files"`
 }
 
 // Segment is a run of the data region. For PARTNER, Rank is the member whose
@@ -143,11 +144,11 @@ func (h *Header) validate() error {
 		if m.Rank != want[i] {
 			return fmt.Errorf("member record %d is rank %d, want %d", i, m.Rank, want[i])
 		}
-		if err := CheckFiles(m.Files); err != nil {
+		if err := files.Check(m.Files); err != nil {
 			return fmt.Errorf("rank %d: %w", m.Rank, err)
 		}
-		if logicalSize(m.Files) != m.Logical {
-			return fmt.Errorf("rank %d: logical size %d, files sum to %d", m.Rank, m.Logical, logicalSize(m.Files))
+		if files.Bytes(m.Files) != m.Logical {
+			return fmt.Errorf("rank %d: logical size %d, files sum to %d", m.Rank, m.Logical, files.Bytes(m.Files))
 		}
 	}
 	var at int64

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/layout"
 )
@@ -305,17 +306,17 @@ func readSegment(t testing.TB, path string, seg int) []byte {
 	return b
 }
 
-// logicalBytes returns the concatenation of dir's regular files in ScanDir
+// logicalBytes returns the concatenation of dir's regular files in files.Scan
 // order, read independently of the package's logical file code.
 func logicalBytes(t testing.TB, dir string) []byte {
 	t.Helper()
-	files, err := ScanDir(dir)
+	list, err := files.Scan(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []byte
-	for _, f := range files {
-		if f.Type != Regular {
+	for _, f := range list {
+		if f.Type != files.Regular {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, f.Path))

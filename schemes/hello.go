@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // hello is the first message between any two members of an operation: it
@@ -140,11 +142,11 @@ func checkMeta(mm *MemberMeta, r int) error {
 	if mm.Rank != r {
 		return fmt.Errorf("%w: metadata of rank %d, want %d", ErrProtocol, mm.Rank, r)
 	}
-	if err := CheckFiles(mm.Files); err != nil {
+	if err := files.Check(mm.Files); err != nil {
 		return fmt.Errorf("%w: metadata of rank %d: %v", ErrProtocol, r, err)
 	}
-	if logicalSize(mm.Files) != mm.Logical {
-		return fmt.Errorf("%w: metadata of rank %d: logical size %d, files sum to %d", ErrProtocol, r, mm.Logical, logicalSize(mm.Files))
+	if files.Bytes(mm.Files) != mm.Logical {
+		return fmt.Errorf("%w: metadata of rank %d: logical size %d, files sum to %d", ErrProtocol, r, mm.Logical, files.Bytes(mm.Files))
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package schemes
 import (
 	"fmt"
 	"strings"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // Inventory is what Inspect found for one member.
@@ -53,7 +55,7 @@ func Inspect(p Params, m Member) (*Inventory, error) {
 	if err := rf.verifyAll(nil); err != nil {
 		return inv, fmt.Errorf("inspect %s rank %d: %w", m.Dataset, m.Rank, err)
 	}
-	inv.Problems = checkPresent(m.Dir, h.Members[0].Files)
+	inv.Problems = files.Missing(m.Dir, h.Members[0].Files)
 	if len(inv.Problems) > 0 {
 		return inv, fmt.Errorf("inspect %s rank %d: %w: %d entries missing or changed: %s",
 			m.Dataset, m.Rank, ErrMismatch, len(inv.Problems), strings.Join(inv.Problems, "; "))

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -51,10 +52,10 @@ type logicalFile struct {
 	order  []int // open files, oldest first
 }
 
-func newLogical(files []FileMeta) *logicalFile {
+func newLogical(list []files.Meta) *logicalFile {
 	l := &logicalFile{open: make(map[int]*os.File)}
-	for _, f := range files {
-		if f.Type != Regular {
+	for _, f := range list {
+		if f.Type != files.Regular {
 			continue
 		}
 		l.shown = append(l.shown, f.Path)
@@ -66,8 +67,8 @@ func newLogical(files []FileMeta) *logicalFile {
 }
 
 // newLogicalReader reads the regular files of files under dir.
-func newLogicalReader(dir string, files []FileMeta, crcs *fileCRCs) *logicalFile {
-	l := newLogical(files)
+func newLogicalReader(dir string, list []files.Meta, crcs *fileCRCs) *logicalFile {
+	l := newLogical(list)
 	for _, p := range l.shown {
 		l.paths = append(l.paths, filepath.Join(dir, filepath.FromSlash(p)))
 	}
@@ -79,8 +80,8 @@ func newLogicalReader(dir string, files []FileMeta, crcs *fileCRCs) *logicalFile
 // created empty here so zero-length files exist too. Staging under numbers
 // rather than names keeps untrusted paths out of the picture until place
 // checks and creates them.
-func newLogicalWriter(stage string, files []FileMeta, crcs *fileCRCs) (*logicalFile, error) {
-	l := newLogical(files)
+func newLogicalWriter(stage string, list []files.Meta, crcs *fileCRCs) (*logicalFile, error) {
+	l := newLogical(list)
 	l.write = true
 	l.crcs = crcs
 	for i := range l.shown {

@@ -60,9 +60,9 @@ func (b *rebuilder) partner(s *session) error {
 		b.copyCRCs = make(map[int]*fileCRCs)
 		trackers := make(map[int]*logicalFile)
 		for _, y := range b.p.recorded(b.m.Rank) {
-			files := b.metas[y].Files
-			b.copyCRCs[y] = newFileCRCs(regularSizes(files))
-			trackers[y] = newLogical(files)
+			list := b.metas[y].Files
+			b.copyCRCs[y] = newFileCRCs(regularSizes(list))
+			trackers[y] = newLogical(list)
 			trackers[y].crcs = b.copyCRCs[y]
 		}
 		for _, st := range streams {

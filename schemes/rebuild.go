@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -229,7 +230,7 @@ func (b *rebuilder) openOwn() error {
 	if err := headerMatches(b.hdr, b.p, b.m); err != nil {
 		return err
 	}
-	if bad := checkPresent(b.m.Dir, b.hdr.Members[0].Files); len(bad) > 0 {
+	if bad := files.Missing(b.m.Dir, b.hdr.Members[0].Files); len(bad) > 0 {
 		return fmt.Errorf("%w: rank %d is not intact (treat it as lost): %s", ErrMismatch, b.m.Rank, strings.Join(bad, "; "))
 	}
 	return nil
@@ -320,7 +321,7 @@ func (b *rebuilder) survivorSums(crcs *fileCRCs) error {
 	}
 	i := 0
 	for _, f := range b.hdr.Members[0].Files {
-		if f.Type != Regular {
+		if f.Type != files.Regular {
 			continue
 		}
 		if f.HasCRC && sums[i] != f.CRC32C {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // The lost member's side of a rebuild: it learns its records from the
@@ -93,14 +95,14 @@ func (b *rebuilder) verifyLost() error {
 }
 
 // verifySums compares tracked CRCs with the recorded ones of files.
-func verifySums(crcs *fileCRCs, files []FileMeta, what string) error {
+func verifySums(crcs *fileCRCs, list []files.Meta, what string) error {
 	sums, err := crcs.sums()
 	if err != nil {
 		return fmt.Errorf("internal error: restored data incomplete: %w", err)
 	}
 	i := 0
-	for _, f := range files {
-		if f.Type != Regular {
+	for _, f := range list {
+		if f.Type != files.Regular {
 			continue
 		}
 		if f.HasCRC && sums[i] != f.CRC32C {

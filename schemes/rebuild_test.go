@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -66,18 +67,18 @@ func (ts *testSet) lose(r int, partial bool) {
 		}
 		return
 	}
-	files, err := ScanDir(ts.dirs[r])
+	list, err := files.Scan(ts.dirs[r])
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	for i, f := range files {
+	for i, f := range list {
 		p := filepath.Join(ts.dirs[r], f.Path)
 		switch {
-		case f.Type == Regular && i%2 == 0:
+		case f.Type == files.Regular && i%2 == 0:
 			os.Remove(p)
-		case f.Type == Regular:
+		case f.Type == files.Regular:
 			os.Truncate(p, f.Size/2)
-		case f.Type == Symlink:
+		case f.Type == files.Symlink:
 			os.Remove(p)
 			os.WriteFile(p, []byte("not a link"), 0o644)
 		}
@@ -152,7 +153,7 @@ func checkAtimes(t *testing.T, ts *testSet, r int) {
 	t.Helper()
 	h := mustHeader(t, ts.redPath(r))
 	for _, f := range h.Members[0].Files {
-		if f.Type == HardLink {
+		if f.Type == files.HardLink {
 			continue
 		}
 		var st syscall.Stat_t

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 )
 
@@ -354,7 +355,7 @@ func (r *redFile) verifyAll(buf []byte) error {
 // serving one of its files to another can prove the bytes are still those
 // it protected. Errors wrap fs.ErrNotExist when there is no such file and
 // ErrCorrupt when its header does not check.
-func MemberFiles(dir string, node int) ([]FileMeta, error) {
+func MemberFiles(dir string, node int) ([]files.Meta, error) {
 	path, err := redFileOf(dir, node)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/klauspost/reedsolomon"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -239,22 +240,22 @@ func checkHeaders(t *testing.T, ts *testSet, logicals [][]byte) {
 			t.Fatalf("rank %d header identity: %+v", r, h)
 		}
 		own[r] = h.Members[0]
-		files, err := ScanDir(ts.dirs[r])
+		list, err := files.Scan(ts.dirs[r])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(files) != len(own[r].Files) {
-			t.Fatalf("rank %d: header has %d files, dir %d", r, len(own[r].Files), len(files))
+		if len(list) != len(own[r].Files) {
+			t.Fatalf("rank %d: header has %d files, dir %d", r, len(own[r].Files), len(list))
 		}
 		var at int64
 		for i, f := range own[r].Files {
-			g := files[i]
+			g := list[i]
 			g.HasCRC, g.CRC32C = f.HasCRC, f.CRC32C
 			g.AtimeNs = f.AtimeNs // reading the files for encoding moves atimes
 			if g != f {
-				t.Errorf("rank %d file %d: header %+v, dir %+v", r, i, f, files[i])
+				t.Errorf("rank %d file %d: header %+v, dir %+v", r, i, f, list[i])
 			}
-			if f.Type == Regular {
+			if f.Type == files.Regular {
 				want := crc32c.Checksum(logicals[r][at : at+f.Size])
 				if ts.p.Kind != Single && (!f.HasCRC || f.CRC32C != want) {
 					t.Errorf("rank %d %s: crc %08x (has %v), want %08x", r, f.Path, f.CRC32C, f.HasCRC, want)

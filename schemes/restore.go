@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/scrfs/scrfs/files"
 )
 
 // place puts a rebuilt member's dataset into dir: staged regular files
@@ -17,37 +19,37 @@ import (
 // place, directories, symlinks and hard links are recreated, then owners,
 // modes and times are applied. Entries already in dir with a recorded name
 // are replaced; other entries are left alone.
-func place(dir, stage string, files []FileMeta, log *slog.Logger) error {
+func place(dir, stage string, list []files.Meta, log *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("restore %s: %w", dir, err)
 	}
 	reg := 0
-	for _, f := range files {
+	for _, f := range list {
 		full := filepath.Join(dir, filepath.FromSlash(f.Path))
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			return fmt.Errorf("restore %s: %w", f.Path, err)
 		}
 		var err error
 		switch f.Type {
-		case Dir:
+		case files.Dir:
 			if fi, e := os.Lstat(full); e == nil && !fi.IsDir() {
 				err = os.Remove(full)
 			}
 			if err == nil {
 				err = os.MkdirAll(full, 0o700)
 			}
-		case Regular:
+		case files.Regular:
 			// Staged files sit on the same file system, so the rename is
 			// atomic: a path holds either the old entry or the verified file.
 			if err = clearFor(full); err == nil {
 				err = os.Rename(filepath.Join(stage, strconv.Itoa(reg)), full)
 			}
 			reg++
-		case Symlink:
+		case files.Symlink:
 			if err = clearFor(full); err == nil {
 				err = os.Symlink(f.Target, full)
 			}
-		case HardLink:
+		case files.HardLink:
 			if err = clearFor(full); err == nil {
 				err = os.Link(filepath.Join(dir, filepath.FromSlash(f.Target)), full)
 			}
@@ -57,8 +59,8 @@ func place(dir, stage string, files []FileMeta, log *slog.Logger) error {
 		}
 	}
 	// Owners before modes: chown clears setuid and setgid bits.
-	for _, f := range files {
-		if f.Type == HardLink {
+	for _, f := range list {
+		if f.Type == files.HardLink {
 			continue // same inode as its target, whose entry sets everything
 		}
 		full := filepath.Join(dir, filepath.FromSlash(f.Path))
@@ -70,7 +72,7 @@ func place(dir, stage string, files []FileMeta, log *slog.Logger) error {
 			// the rest of the metadata are still right.
 			log.Warn("cannot restore owner", "path", f.Path, "uid", f.UID, "gid", f.GID, "err", err)
 		}
-		if f.Type != Symlink {
+		if f.Type != files.Symlink {
 			if err := os.Chmod(full, os.FileMode(f.Mode&0o777)|modeBits(f.Mode)); err != nil {
 				return fmt.Errorf("restore mode of %s: %w", f.Path, err)
 			}
@@ -78,9 +80,9 @@ func place(dir, stage string, files []FileMeta, log *slog.Logger) error {
 	}
 	// Times last and deepest first: creating entries changes their parent
 	// directory's mtime.
-	for i := len(files) - 1; i >= 0; i-- {
-		f := files[i]
-		if f.Type == HardLink {
+	for i := len(list) - 1; i >= 0; i-- {
+		f := list[i]
+		if f.Type == files.HardLink {
 			continue
 		}
 		full := filepath.Join(dir, filepath.FromSlash(f.Path))
@@ -117,46 +119,4 @@ func clearFor(path string) error {
 		return err
 	}
 	return os.RemoveAll(path)
-}
-
-// checkPresent reports the entries of files that are missing under dir or
-// no longer match their record (type, size, symlink target, hard link).
-// Present checks that every entry of files is in dir with its recorded
-// type and size (contents are not read) and returns what is missing or
-// changed: a member whose redundancy file is gone may still hold its data.
-func Present(dir string, files []FileMeta) []string { return checkPresent(dir, files) }
-
-func checkPresent(dir string, files []FileMeta) []string {
-	var bad []string
-	for _, f := range files {
-		full := filepath.Join(dir, filepath.FromSlash(f.Path))
-		fi, err := os.Lstat(full)
-		if err != nil {
-			bad = append(bad, fmt.Sprintf("%s: %v", f.Path, errors.Unwrap(err)))
-			continue
-		}
-		switch f.Type {
-		case Regular, HardLink:
-			if !fi.Mode().IsRegular() || fi.Size() != f.Size {
-				bad = append(bad, fmt.Sprintf("%s: %v of %d bytes, recorded a file of %d", f.Path, fi.Mode().Type(), fi.Size(), f.Size))
-				continue
-			}
-			if f.Type == HardLink {
-				ti, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(f.Target)))
-				if err != nil || !os.SameFile(fi, ti) {
-					bad = append(bad, fmt.Sprintf("%s: no longer a hard link of %s", f.Path, f.Target))
-				}
-			}
-		case Dir:
-			if !fi.IsDir() {
-				bad = append(bad, fmt.Sprintf("%s: not a directory", f.Path))
-			}
-		case Symlink:
-			t, err := os.Readlink(full)
-			if err != nil || t != f.Target {
-				bad = append(bad, fmt.Sprintf("%s: not a symlink to %q", f.Path, f.Target))
-			}
-		}
-	}
-	return bad
 }

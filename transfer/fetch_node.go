@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 )
@@ -52,7 +53,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	}
 	res := fetchReply{Seconds: time.Since(start).Seconds()}
 	for _, e := range entries {
-		if e.Type == prefix.TypeFile {
+		if e.Type == files.Regular {
 			res.Files++
 			res.Bytes += e.Size
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
@@ -248,7 +249,7 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	}
 	res := partReply{Seconds: time.Since(start).Seconds()}
 	for _, e := range entries {
-		if e.Type == prefix.TypeFile {
+		if e.Type == files.Regular {
 			res.Files++
 			res.Bytes += e.Size
 		}
