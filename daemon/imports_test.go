@@ -23,7 +23,7 @@ func TestImportRules(t *testing.T) {
 	forbidden := map[string][]string{
 		"cache":      {"fs", "peer", "schemes", "prefix", "daemon", "jobnet", "redundancy", "transfer"},
 		"layout":     {"cache", "fs", "peer", "schemes", "prefix", "config", "daemon"},
-		"schemes":    {"fs", "peer", "prefix", "cache", "daemon", "jobnet"},
+		"schemes":    {"fs", "peer", "prefix", "cache", "daemon", "jobnet", "record"},
 		"prefix":     {"fs", "peer", "schemes", "cache", "daemon", "jobnet"},
 		"peer":       {"cache", "fs", "schemes", "prefix", "daemon", "jobnet"},
 		"control":    {"cache", "fs", "daemon", "redundancy", "transfer"},
@@ -38,7 +38,8 @@ func TestImportRules(t *testing.T) {
 	}
 	// Leaf packages below others import nothing of scrfs but these.
 	only := map[string][]string{
-		"files": {"layout"},
+		"files":   {"layout"},
+		"redfile": {"layout", "files"},
 	}
 	// fs/mount serves any node tree and imports nothing of scrfs, so
 	// fs's own tests can mount with it.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/record"
-	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // handleRead serves a range of one file of a share this node holds,
@@ -106,7 +106,7 @@ func (n *Namespace) sendCopy(ds *cache.Dataset, rec *record.Record, src *record.
 		if own.Set != src.Set || own.ID == src.ID {
 			continue
 		}
-		_, err := schemes.ReadCopy(ds.ShareDir(own.ID), own.Node, src.Rank, p, pw, *rbp)
+		_, err := redfile.ReadCopy(ds.ShareDir(own.ID), own.Node, src.Rank, p, pw, *rbp)
 		if errors.Is(err, os.ErrNotExist) && w.sent == 0 && len(pw.buf) == 0 {
 			continue // this member keeps no copy of src
 		}

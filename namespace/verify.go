@@ -9,6 +9,7 @@ import (
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/redfile"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -120,7 +121,7 @@ func (n *Namespace) check(dataset, dir string, mem *record.Member, p string, f *
 // recordedCRC returns the CRC32C the member's redundancy file recorded for
 // file p, if the scheme computed one.
 func recordedCRC(dir string, mem *record.Member, p string) (uint32, bool, error) {
-	list, err := schemes.MemberFiles(dir, mem.Node)
+	list, err := redfile.MemberFiles(dir, mem.Node)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, false, nil // not protected (yet): the transfer's own CRC only
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // TestReadCopy: every regular file of every member reads back byte for
@@ -22,7 +23,7 @@ func TestReadCopy(t *testing.T) {
 	ts.mustEncode()
 	buf := make([]byte, 5000) // not a multiple of the block size
 	for src := range p.Size {
-		list, err := MemberFiles(ts.dirs[src], ts.set.Nodes[src])
+		list, err := redfile.MemberFiles(ts.dirs[src], ts.set.Nodes[src])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +33,7 @@ func TestReadCopy(t *testing.T) {
 					continue
 				}
 				var got bytes.Buffer
-				meta, err := ReadCopy(ts.dirs[holder], ts.set.Nodes[holder], src, f.Path, &got, buf)
+				meta, err := redfile.ReadCopy(ts.dirs[holder], ts.set.Nodes[holder], src, f.Path, &got, buf)
 				if err != nil {
 					t.Fatalf("copy of %d's %s on %d: %v", src, f.Path, holder, err)
 				}
@@ -46,7 +47,7 @@ func TestReadCopy(t *testing.T) {
 			}
 		}
 	}
-	if _, err := ReadCopy(ts.dirs[2], ts.set.Nodes[2], 3, "rank_1.part00.bin", &bytes.Buffer{}, buf); !errors.Is(err, os.ErrNotExist) {
+	if _, err := redfile.ReadCopy(ts.dirs[2], ts.set.Nodes[2], 3, "rank_1.part00.bin", &bytes.Buffer{}, buf); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("copy of a member rank 2 does not record: %v", err)
 	}
 
@@ -60,7 +61,7 @@ func TestReadCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var one [1]byte
-	at := int64(preambleSize) + int64(len(seg))/2
+	at := int64(redfile.PreambleSize) + int64(len(seg))/2
 	if _, err := f.ReadAt(one[:], at); err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +70,11 @@ func TestReadCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	list, _ := MemberFiles(ts.dirs[0], ts.set.Nodes[0])
+	list, _ := redfile.MemberFiles(ts.dirs[0], ts.set.Nodes[0])
 	corrupt := 0
 	for _, fm := range list {
 		if fm.Type == files.Regular {
-			if _, err := ReadCopy(ts.dirs[1], ts.set.Nodes[1], 0, fm.Path, &bytes.Buffer{}, buf); errors.Is(err, ErrCorrupt) {
+			if _, err := redfile.ReadCopy(ts.dirs[1], ts.set.Nodes[1], 0, fm.Path, &bytes.Buffer{}, buf); errors.Is(err, ErrCorrupt) {
 				corrupt++
 			} else if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package schemes
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // flipByte inverts one byte of a file.
@@ -33,19 +35,26 @@ func flipByte(t testing.TB, path string, off int64) {
 	}
 }
 
-func fileLayout(t testing.TB, path string) *redLayout {
+// regions are where the parts of a redundancy file lie, as
+// docs/formats-redundancy.md places them.
+type regions struct {
+	headerOff, headerLen, dataLen, size int64
+}
+
+// fileRegions reads a good redundancy file's preamble (header length at
+// byte 12, data length at 16) to find its parts.
+func fileRegions(t testing.TB, path string) regions {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	st, _ := f.Stat()
-	l, err := readLayout(f, st.Size(), path)
-	if err != nil {
+	if _, err := redfile.ReadHeader(path); err != nil {
 		t.Fatal(err)
 	}
-	return l
+	data := int64(binary.LittleEndian.Uint64(b[16:]))
+	return regions{headerOff: redfile.PreambleSize + data, headerLen: int64(binary.LittleEndian.Uint32(b[12:])),
+		dataLen: data, size: int64(len(b))}
 }
 
 // encodedXOR returns an encoded 4-member XOR set.
@@ -59,14 +68,14 @@ func encodedSet(t *testing.T, p Params) *testSet {
 func TestCorruptionDetected(t *testing.T) {
 	type damage struct {
 		name string
-		at   func(l *redLayout) int64 // byte to flip; -1 = truncate instead
+		at   func(l regions) int64 // byte to flip; -1 = truncate instead
 	}
 	damages := []damage{
-		{"preamble", func(*redLayout) int64 { return 17 }},
-		{"header", func(l *redLayout) int64 { return l.headerOff() + int64(l.pre.headerLen)/2 }},
-		{"parity", func(l *redLayout) int64 { return preambleSize + int64(l.pre.dataLen)/2 }},
-		{"trailer", func(l *redLayout) int64 { return l.size - 12 }},
-		{"truncated", func(*redLayout) int64 { return -1 }},
+		{"preamble", func(regions) int64 { return 17 }},
+		{"header", func(l regions) int64 { return l.headerOff + l.headerLen/2 }},
+		{"parity", func(l regions) int64 { return redfile.PreambleSize + l.dataLen/2 }},
+		{"trailer", func(l regions) int64 { return l.size - 12 }},
+		{"truncated", func(regions) int64 { return -1 }},
 	}
 	for _, params := range []Params{{Kind: XOR, Size: 4, PieceSize: 512}, {Kind: RS, Size: 4, Parity: 2, PieceSize: 512}} {
 		for _, d := range damages {
@@ -75,13 +84,13 @@ func TestCorruptionDetected(t *testing.T) {
 				ts := encodedSet(t, params)
 				const victim, lostRank = 1, 2
 				path := ts.redPath(victim)
-				l := fileLayout(t, path)
+				l := fileRegions(t, path)
 				if off := d.at(l); off >= 0 {
 					flipByte(t, path, off)
 				} else if err := os.Truncate(path, l.size-5); err != nil {
 					t.Fatal(err)
 				}
-				_, hdrErr := ReadHeader(path)
+				_, hdrErr := redfile.ReadHeader(path)
 				if d.name == "parity" {
 					if hdrErr != nil {
 						t.Errorf("ReadHeader reads no data, yet: %v", hdrErr)

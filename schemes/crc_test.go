@@ -52,29 +52,6 @@ func TestFileCRCsOutOfOrder(t *testing.T) {
 	}
 }
 
-func TestBlockCRCs(t *testing.T) {
-	data := make([]byte, 1000)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	b := blockCRCs{bs: 64}
-	for off := 0; off < len(data); {
-		n := min(len(data)-off, 1+off%97)
-		b.write(data[off : off+n])
-		off += n
-	}
-	got := b.finish()
-	if len(got) != (len(data)+63)/64 {
-		t.Fatalf("%d blocks", len(got))
-	}
-	for i, c := range got {
-		end := min(len(data), (i+1)*64)
-		if c != crc32c.Checksum(data[i*64:end]) {
-			t.Fatalf("block %d differs", i)
-		}
-	}
-}
-
 // TestXorWithCRC: the fused XOR and CRC32C gives what XOR then CRC32C
 // give, at sizes around its block.
 func TestXorWithCRC(t *testing.T) {

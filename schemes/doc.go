@@ -1,7 +1,8 @@
 // Package schemes applies redset's redundancy schemes — SINGLE, PARTNER, XOR
 // and Reed-Solomon (RS) — to one dataset across the members of a redundancy
-// set, rebuilds the files of lost members from what the others hold, and owns
-// the redundancy file format (docs/formats-redundancy.md).
+// set, and rebuilds the files of lost members from what the others hold: what
+// each scheme puts in the segments of the redundancy files that package
+// redfile writes and reads (docs/formats-redundancy.md).
 //
 // # Model
 //

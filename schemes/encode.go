@@ -10,6 +10,7 @@ import (
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Encode runs this member's part of encoding its set: all members call it
@@ -61,13 +62,13 @@ type encoder struct {
 }
 
 // header returns the header skeleton of this member's file.
-func (e *encoder) header(chunk int64, members []MemberMeta) *Header {
+func (e *encoder) header(chunk int64, members []redfile.MemberMeta) *redfile.Header {
 	return newHeader(e.p, e.m, chunk, members)
 }
 
-func newHeader(p Params, m Member, chunk int64, members []MemberMeta) *Header {
-	h := &Header{
-		Version: fileVersion, Scheme: p.Kind.String(), Size: p.Size,
+func newHeader(p Params, m Member, chunk int64, members []redfile.MemberMeta) *redfile.Header {
+	h := &redfile.Header{
+		Version: redfile.Version, Scheme: p.Kind.String(), Size: p.Size,
 		Group: m.Set.Group, Groups: m.Set.Groups, Nodes: m.Set.Nodes, Rank: m.Rank,
 		Dataset: m.Dataset, Chunk: chunk, Members: members,
 	}
@@ -98,13 +99,13 @@ func (e *encoder) single() error {
 	if err := e.scan(); err != nil {
 		return err
 	}
-	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), nil, nil)
+	w, err := redfile.Create(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), nil, nil)
 	if err != nil {
 		return err
 	}
-	defer w.abort()
-	own := MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: e.files}
-	return w.finish(e.header(0, []MemberMeta{own}))
+	defer w.Abort()
+	own := redfile.MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: e.files}
+	return w.Finish(e.header(0, []redfile.MemberMeta{own}))
 }
 
 // run is the networked part of Encode.
@@ -130,27 +131,27 @@ func (e *encoder) run(s *session) error {
 		maxSize = max(maxSize, h.Logical)
 	}
 
-	var segs []Segment
+	var segs []redfile.Segment
 	var chunk int64
 	switch e.p.Kind {
 	case Partner:
 		for _, r := range e.p.recorded(e.m.Rank) {
-			segs = append(segs, Segment{Rank: r, Length: sizes[r]})
+			segs = append(segs, redfile.Segment{Rank: r, Length: sizes[r]})
 		}
 	case XOR:
 		chunk = chunkSize(maxSize, e.p.Size-1)
-		segs = []Segment{{Rank: e.m.Rank, Length: chunk}}
+		segs = []redfile.Segment{{Rank: e.m.Rank, Length: chunk}}
 	case RS:
 		chunk = chunkSize(maxSize, e.p.Size-e.p.Parity)
 		for i := 0; i < e.p.Parity; i++ {
-			segs = append(segs, Segment{Rank: e.m.Rank, Index: i, Length: chunk})
+			segs = append(segs, redfile.Segment{Rank: e.m.Rank, Index: i, Length: chunk})
 		}
 	}
-	w, err := createRedFile(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), segs, e.o.spare)
+	w, err := redfile.Create(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), segs, e.o.spare)
 	if err != nil {
 		return s.fail(err)
 	}
-	defer w.abort()
+	defer w.Abort()
 
 	// The data phase reads every byte of this member's files exactly once,
 	// in whatever order the scheme needs; the tracker assembles each file's
@@ -184,17 +185,17 @@ func (e *encoder) run(s *session) error {
 
 	// Metadata goes to the recorders only now, with the CRCs; it is small,
 	// and the members that record it write their headers last anyway.
-	own := MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: list}
+	own := redfile.MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: list}
 	rec := e.p.recorded(e.m.Rank)
 	metas, err := s.sendMeta(&own, e.p.recorders(e.m.Rank), rec, sizes)
 	if err != nil {
 		return err
 	}
-	members := []MemberMeta{own}
+	members := []redfile.MemberMeta{own}
 	for _, r := range rec {
 		members = append(members, *metas[r])
 	}
-	if err := w.finish(e.header(chunk, members)); err != nil {
+	if err := w.Finish(e.header(chunk, members)); err != nil {
 		return s.fail(err)
 	}
 	// Success means the whole set is protected, not just this member.

@@ -3,6 +3,8 @@ package schemes
 import (
 	"errors"
 	"fmt"
+
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Sentinel errors; test with errors.Is. Returned errors wrap them with the
@@ -15,7 +17,9 @@ var (
 	ErrTooManyLost = errors.New("too many members lost to rebuild")
 	// ErrCorrupt: a redundancy file (or a restored file) fails its checks —
 	// bad magic or version, CRC mismatch, truncation, impossible lengths.
-	ErrCorrupt = errors.New("redundancy data corrupt")
+	// It is the format's own (redfile.ErrCorrupt), so errors of either
+	// package match it.
+	ErrCorrupt = redfile.ErrCorrupt
 	// ErrMismatch: members disagree (parameters, dataset, chunk sizes), or a
 	// member's files no longer match what its redundancy file records.
 	ErrMismatch = errors.New("redundancy set mismatch")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // ExampleEncode protects a three-node XOR set. Each member runs Encode on
@@ -43,7 +45,7 @@ func ExampleEncode() {
 	}
 	wg.Wait()
 	for _, res := range results {
-		h, err := ReadHeader(res.File)
+		h, err := redfile.ReadHeader(res.File)
 		if err != nil {
 			fmt.Println(err)
 			continue

@@ -17,6 +17,7 @@ import (
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // testTimeout bounds every in-process operation so a deadlock fails the
@@ -293,14 +294,14 @@ func compareSnapshots(t testing.TB, label string, want, got map[string]entry) {
 // readSegment returns the verified bytes of segment seg of a redundancy file.
 func readSegment(t testing.TB, path string, seg int) []byte {
 	t.Helper()
-	rf, err := openRedFile(path)
+	rf, err := redfile.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rf.close()
-	sg := rf.lay.hdr.Segments[seg]
+	defer rf.Close()
+	sg := rf.Header().Segments[seg]
 	b := make([]byte, sg.Length)
-	if err := rf.reader().readAt(seg, 0, b); err != nil {
+	if err := rf.Reader().ReadAt(seg, 0, b); err != nil {
 		t.Fatal(err)
 	}
 	return b

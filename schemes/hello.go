@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // hello is the first message between any two members of an operation: it
@@ -29,7 +30,7 @@ type hello struct {
 	BlockSize int    `json:"block_size,omitempty"`
 	// Metas (rebuild only) carries, to a lost member, the metadata this
 	// member holds of ranks the lost member must record.
-	Metas []MemberMeta `json:"metas,omitempty"`
+	Metas []redfile.MemberMeta `json:"metas,omitempty"`
 }
 
 func newHello(op string, p Params, m Member, lost []int) hello {
@@ -107,7 +108,7 @@ func (s *session) sayHello(mine func(r int) hello) (map[int]*hello, error) {
 // sendMeta sends this member's metadata to every rank in to and receives the
 // metadata of every rank in from, checking each is well formed and has the
 // logical size its owner announced (logical[r], or -1 to skip).
-func (s *session) sendMeta(own *MemberMeta, to, from []int, logical map[int]int64) (map[int]*MemberMeta, error) {
+func (s *session) sendMeta(own *redfile.MemberMeta, to, from []int, logical map[int]int64) (map[int]*redfile.MemberMeta, error) {
 	b, err := json.Marshal(own)
 	if err != nil {
 		return nil, s.fail(fmt.Errorf("encode metadata: %w", err))
@@ -120,9 +121,9 @@ func (s *session) sendMeta(own *MemberMeta, to, from []int, logical map[int]int6
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]*MemberMeta)
+	out := make(map[int]*redfile.MemberMeta)
 	for r, b := range got {
-		mm := new(MemberMeta)
+		mm := new(redfile.MemberMeta)
 		if err := json.Unmarshal(b, mm); err != nil {
 			return nil, s.fail(&PeerError{Rank: r, Err: fmt.Errorf("%w: metadata: %v", ErrProtocol, err)})
 		}
@@ -138,7 +139,7 @@ func (s *session) sendMeta(own *MemberMeta, to, from []int, logical map[int]int6
 }
 
 // checkMeta validates untrusted member metadata claimed to be rank r's.
-func checkMeta(mm *MemberMeta, r int) error {
+func checkMeta(mm *redfile.MemberMeta, r int) error {
 	if mm.Rank != r {
 		return fmt.Errorf("%w: metadata of rank %d, want %d", ErrProtocol, mm.Rank, r)
 	}

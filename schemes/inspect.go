@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Inventory is what Inspect found for one member.
@@ -12,7 +13,7 @@ type Inventory struct {
 	// File is the redundancy file Inspect looked for.
 	File string
 	// Header is its header, nil if it is missing or unreadable.
-	Header *Header
+	Header *redfile.Header
 	// Files and DataBytes count the member's recorded entries and logical
 	// bytes (0 without a header).
 	Files     int
@@ -41,18 +42,18 @@ func Inspect(p Params, m Member) (*Inventory, error) {
 		return nil, err
 	}
 	inv := &Inventory{File: redPath(p, m)}
-	rf, err := openRedFile(inv.File)
+	rf, err := redfile.Open(inv.File)
 	if err != nil {
 		return inv, fmt.Errorf("inspect %s rank %d: %w", m.Dataset, m.Rank, err)
 	}
-	defer rf.close()
-	h := rf.lay.hdr
+	defer rf.Close()
+	h := rf.Header()
 	inv.Header = h
 	inv.Files, inv.DataBytes = len(h.Members[0].Files), h.Members[0].Logical
 	if err := headerMatches(h, p, m); err != nil {
 		return inv, fmt.Errorf("inspect %s rank %d: %w", m.Dataset, m.Rank, err)
 	}
-	if err := rf.verifyAll(nil); err != nil {
+	if err := rf.VerifyAll(nil); err != nil {
 		return inv, fmt.Errorf("inspect %s rank %d: %w", m.Dataset, m.Rank, err)
 	}
 	inv.Problems = files.Missing(m.Dir, h.Members[0].Files)

@@ -18,25 +18,6 @@ import (
 // even for members with thousands of files.
 const maxOpenFiles = 16
 
-// readBlock is how much a read takes at a time before the CRC32C of those
-// bytes (readWithCRC): well inside a core's L2 cache.
-const readBlock = 256 << 10
-
-// readWithCRC fills p from f at off and returns its CRC32C, reading and
-// checksumming a block at a time, so the CRC runs over bytes still in the
-// core's cache rather than fetching the whole of p back from memory.
-func readWithCRC(f *os.File, p []byte, off int64) (uint32, error) {
-	var crc uint32
-	for at := 0; at < len(p); at += readBlock {
-		b := p[at:min(at+readBlock, len(p))]
-		if _, err := f.ReadAt(b, off+int64(at)); err != nil {
-			return 0, err
-		}
-		crc = crc32c.Update(crc, b)
-	}
-	return crc, nil
-}
-
 // logicalFile maps offsets of a member's logical file (its regular files
 // concatenated, zero-padded beyond the end) to the files. One goroutine uses
 // an instance at a time; the CRC tracker may be shared.
@@ -178,7 +159,7 @@ func (l *logicalFile) readAt(p []byte, off int64) error {
 			_, err = f.ReadAt(p[:n], in)
 		} else {
 			var crc uint32
-			if crc, err = readWithCRC(f, p[:n], in); err == nil {
+			if crc, err = crc32c.ReadAt(f, p[:n], in); err == nil {
 				l.crcs.addCRC(i, in, n, crc)
 			}
 		}
@@ -201,7 +182,7 @@ func (l *logicalFile) piece(off int64, n int, buf []byte) (span, error) {
 		if err != nil {
 			return span{}, err
 		}
-		crc, err := readWithCRC(f, p, in)
+		crc, err := crc32c.ReadAt(f, p, in)
 		if err != nil {
 			return span{}, l.readErr(i, in+int64(n), err)
 		}

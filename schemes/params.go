@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Kind names a redundancy scheme.
@@ -65,12 +65,13 @@ func ParseKind(s string) (Kind, error) {
 // measured 12% less CPU than 1 MiB for RS on a 2-core VM.
 const DefaultPieceSize = 4 << 20
 
-// Piece size bounds. The lower bound keeps per-message and per-CRC overhead
-// sane (and lets tests exercise odd sizes); the upper bound keeps memory per
-// link bounded and fits the u32 block size field of the file format.
+// Piece size bounds: a piece is a block of the redundancy files Encode
+// writes (one trailer CRC each), so they are the format's block size
+// bounds, which also keep per-message overhead sane and memory per link
+// bounded.
 const (
-	MinPieceSize = 64
-	MaxPieceSize = 64 << 20
+	MinPieceSize = redfile.MinBlockSize
+	MaxPieceSize = redfile.MaxBlockSize
 )
 
 // Params are a set's redundancy parameters. All members of an operation must
@@ -92,39 +93,20 @@ type Params struct {
 // Validate reports whether p describes a runnable set; errors wrap
 // ErrInvalidParams and name the field.
 func (p Params) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidParams}, args...)...)
-	}
-	if p.Size < 1 {
-		return bad("size %d: a set needs at least one member", p.Size)
-	}
 	if p.PieceSize != 0 && (p.PieceSize < MinPieceSize || p.PieceSize > MaxPieceSize) {
-		return bad("piece size %d not in [%d, %d]", p.PieceSize, MinPieceSize, MaxPieceSize)
+		return fmt.Errorf("%w: piece size %d not in [%d, %d]", ErrInvalidParams, p.PieceSize, MinPieceSize, MaxPieceSize)
 	}
-	switch p.Kind {
-	case Single:
-	case Partner:
-		if p.Size < 2 {
-			return bad("partner needs at least 2 members, have %d", p.Size)
-		}
-		if p.Replicas < 1 || p.Replicas > p.Size-1 {
-			return bad("partner replicas %d not in [1, %d] for a set of %d", p.Replicas, p.Size-1, p.Size)
-		}
-	case XOR:
-		if p.Size < 2 {
-			return bad("xor needs at least 2 members, have %d", p.Size)
-		}
-	case RS:
-		if p.Parity < 1 || p.Parity >= p.Size {
-			return bad("rs parity %d not in [1, %d] for a set of %d", p.Parity, p.Size-1, p.Size)
-		}
-		if p.Size+p.Parity > 256 {
-			return bad("rs needs size+parity <= 256 in GF(2^8), have %d+%d", p.Size, p.Parity)
-		}
-	default:
-		return bad("unknown scheme kind %d", uint8(p.Kind))
+	if err := p.format().Check(); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidParams, err)
 	}
 	return nil
+}
+
+// format returns the scheme as the redundancy files record it, whose rules
+// (which sets it runs on, whose metadata a member records) the format
+// defines.
+func (p Params) format() redfile.Scheme {
+	return redfile.Scheme{Kind: p.Kind.String(), Size: p.Size, Replicas: p.Replicas, Parity: p.Parity}
 }
 
 // Tolerance returns how many members of the set may lose their files and
@@ -132,17 +114,7 @@ func (p Params) Validate() error {
 // returns Replicas, the number of losses that are always survivable; more
 // losses are survivable as long as no member is lost together with all of
 // its Replicas holders (Rebuild checks exactly that).
-func (p Params) Tolerance() int {
-	switch p.Kind {
-	case Partner:
-		return p.Replicas
-	case XOR:
-		return 1
-	case RS:
-		return p.Parity
-	}
-	return 0
-}
+func (p Params) Tolerance() int { return p.format().Tolerance() }
 
 // pieceSize returns the effective piece size.
 func (p Params) pieceSize() int {
@@ -153,32 +125,12 @@ func (p Params) pieceSize() int {
 }
 
 // recorded returns the ranks whose file metadata member r records in its
-// header besides its own, nearest left neighbour first: as a partner's
-// copies go, layout.PartnerSources.
-func (p Params) recorded(r int) []int {
-	return layout.PartnerSources(p.Size, r, p.recordCount())
-}
+// header besides its own, nearest left neighbour first.
+func (p Params) recorded(r int) []int { return p.format().Recorded(r) }
 
 // recorders returns the ranks that record member r's metadata, nearest right
 // neighbour first.
-func (p Params) recorders(r int) []int {
-	return layout.PartnerHolders(p.Size, r, p.recordCount())
-}
-
-// recordCount is how many other members' metadata each member records: as
-// many as the scheme can lose, so the metadata of every rebuildable loss
-// survives.
-func (p Params) recordCount() int {
-	switch p.Kind {
-	case Partner:
-		return p.Replicas
-	case XOR:
-		return 1
-	case RS:
-		return p.Parity
-	}
-	return 0
-}
+func (p Params) recorders(r int) []int { return p.format().Recorders(r) }
 
 // SetInfo describes the redundancy set of an operation.
 type SetInfo struct {

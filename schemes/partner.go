@@ -1,6 +1,10 @@
 package schemes
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/scrfs/scrfs/redfile"
+)
 
 // PARTNER follows redset_partner.c: member r sends full copies of its
 // logical file to its holders r+1..r+R and stores the copies of its sources
@@ -10,7 +14,7 @@ import "sync/atomic"
 // read feeds all R links) while one goroutine per source receives that
 // source's file into its segment. Receivers never wait on the sender, so
 // the exchange cannot deadlock.
-func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logicalFile, w *redWriter) error {
+func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logicalFile, w *redfile.Writer) error {
 	piece := p.pieceSize()
 	holders := p.recorders(r)
 	sources := p.recorded(r)
@@ -57,7 +61,7 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 
 // receiveCopy receives rank src's logical file of length bytes into
 // segment seg of w, each piece spliced when it can be (recvToSegment).
-func receiveCopy(s *session, src int, length int64, piece int, w *redWriter, seg int) error {
+func receiveCopy(s *session, src int, length int64, piece int, w *redfile.Writer, seg int) error {
 	rbuf := s.pool.get(0)
 	defer func() { s.pool.put(rbuf) }()
 	for o := 0; o < pieces(length, piece); o++ {

@@ -3,6 +3,8 @@ package schemes
 import (
 	"fmt"
 	"slices"
+
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // partnerHolder returns the nearest holder of x's copies that is not lost.
@@ -138,12 +140,12 @@ func (b *rebuilder) sendStream(s *session, st pstream, piece int) error {
 		defer lr.close()
 		read, length = lr.readAt, own.Logical
 	} else {
-		seg := slices.IndexFunc(b.hdr.Segments, func(sg Segment) bool { return sg.Rank == st.source })
+		seg := slices.IndexFunc(b.hdr.Segments, func(sg redfile.Segment) bool { return sg.Rank == st.source })
 		if seg < 0 {
 			return fmt.Errorf("internal error: rank %d holds no copy of rank %d", b.m.Rank, st.source)
 		}
-		sr := b.rf.reader()
-		read = func(p []byte, off int64) error { return sr.readAt(seg, off, p) }
+		sr := b.rf.Reader()
+		read = func(p []byte, off int64) error { return sr.ReadAt(seg, off, p) }
 		length = b.hdr.Segments[seg].Length
 	}
 	for o := 0; o < pieces(length, piece); o++ {
@@ -170,7 +172,7 @@ func (b *rebuilder) streamLen(st pstream) int64 {
 	if st.source == b.m.Rank {
 		return b.hdr.Members[0].Logical
 	}
-	if mm, ok := b.hdr.member(st.source); ok {
+	if mm, ok := b.hdr.Member(st.source); ok {
 		return mm.Logical
 	}
 	return 0

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Rebuild restores the lost members' files (bytes and metadata: names,
@@ -133,20 +134,20 @@ type rebuilder struct {
 	path   string
 
 	// survivor: its checked redundancy file and own record
-	rf  *redFile
-	hdr *Header
+	rf  *redfile.File
+	hdr *redfile.Header
 
 	// agreed by the survivors
 	chunk int64
 	bs    int
 
 	// lost member: records of itself and those it protects, staging
-	metas map[int]*MemberMeta
+	metas map[int]*redfile.MemberMeta
 	// copyCRCs tracks, for PARTNER, the files in each received copy.
 	copyCRCs map[int]*fileCRCs
 	stage    string
 	lw       *logicalFile
-	w        *redWriter
+	w        *redfile.Writer
 }
 
 func (b *rebuilder) alive(r int) bool { return !b.isLost[r] }
@@ -222,11 +223,11 @@ func (b *rebuilder) run(s *session) error {
 
 // openOwn opens and checks this survivor's redundancy file and files.
 func (b *rebuilder) openOwn() error {
-	rf, err := openRedFile(b.path)
+	rf, err := redfile.Open(b.path)
 	if err != nil {
 		return err
 	}
-	b.rf, b.hdr = rf, rf.lay.hdr
+	b.rf, b.hdr = rf, rf.Header()
 	if err := headerMatches(b.hdr, b.p, b.m); err != nil {
 		return err
 	}
@@ -240,7 +241,7 @@ func (b *rebuilder) openOwn() error {
 // parameters p. Of the recorded node list only this member's own entry must
 // match: the others describe the set when it was encoded, and a spare node
 // may since have taken a lost member's place.
-func headerMatches(h *Header, p Params, m Member) error {
+func headerMatches(h *redfile.Header, p Params, m Member) error {
 	want := newHeader(p, m, h.Chunk, nil)
 	if h.Scheme != want.Scheme || h.Size != want.Size || h.Replicas != want.Replicas || h.Parity != want.Parity ||
 		h.Group != want.Group || h.Groups != want.Groups || h.Rank != want.Rank ||
@@ -260,10 +261,10 @@ func (b *rebuilder) need(x int) []int {
 
 // recordsFor returns the records this survivor holds of the ranks lost
 // member x needs.
-func (b *rebuilder) recordsFor(x int) []MemberMeta {
-	var out []MemberMeta
+func (b *rebuilder) recordsFor(x int) []redfile.MemberMeta {
+	var out []redfile.MemberMeta
 	for _, y := range b.need(x) {
-		if mm, ok := b.hdr.member(y); ok {
+		if mm, ok := b.hdr.Member(y); ok {
 			out = append(out, *mm)
 		}
 	}
@@ -300,12 +301,12 @@ func (b *rebuilder) agree(hellos map[int]*hello) error {
 // cleanup releases files and removes staging leftovers.
 func (b *rebuilder) cleanup() {
 	if b.rf != nil {
-		b.rf.close()
+		b.rf.Close()
 	}
 	if b.lw != nil {
 		b.lw.close()
 	}
-	b.w.abort()
+	b.w.Abort()
 	if b.stage != "" {
 		os.RemoveAll(b.stage)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // The lost member's side of a rebuild: it learns its records from the
@@ -17,7 +18,7 @@ import (
 // copies must agree) and opens its staging writers.
 func (b *rebuilder) prepareLost(hellos map[int]*hello) error {
 	x := b.m.Rank
-	b.metas = make(map[int]*MemberMeta)
+	b.metas = make(map[int]*redfile.MemberMeta)
 	from := make(map[int]int)
 	firstJSON := make(map[int][]byte)
 	for r := 0; r < b.p.Size; r++ {
@@ -51,17 +52,17 @@ func (b *rebuilder) prepareLost(hellos map[int]*hello) error {
 	if parts := int64(b.p.Size - b.p.Tolerance()); b.p.Kind != Partner && (b.metas[x].Logical+parts-1)/parts > b.chunk {
 		return fmt.Errorf("%w: rank %d's %d bytes do not fit %d chunks of %d", ErrMismatch, x, b.metas[x].Logical, parts, b.chunk)
 	}
-	var segs []Segment
+	var segs []redfile.Segment
 	switch b.p.Kind {
 	case XOR:
-		segs = []Segment{{Rank: x, Length: b.chunk}}
+		segs = []redfile.Segment{{Rank: x, Length: b.chunk}}
 	case RS:
 		for i := 0; i < b.p.Parity; i++ {
-			segs = append(segs, Segment{Rank: x, Index: i, Length: b.chunk})
+			segs = append(segs, redfile.Segment{Rank: x, Index: i, Length: b.chunk})
 		}
 	case Partner:
 		for _, y := range b.p.recorded(x) {
-			segs = append(segs, Segment{Rank: y, Length: b.metas[y].Logical})
+			segs = append(segs, redfile.Segment{Rank: y, Length: b.metas[y].Logical})
 		}
 	}
 	own := b.metas[x]
@@ -70,7 +71,7 @@ func (b *rebuilder) prepareLost(hellos map[int]*hello) error {
 		return err
 	}
 	b.lw = lw
-	w, err := createRedFile(b.path, b.m.Set.Nodes[x], b.bs, segs, b.o.spare)
+	w, err := redfile.Create(b.path, b.m.Set.Nodes[x], b.bs, segs, b.o.spare)
 	if err != nil {
 		return err
 	}
@@ -123,9 +124,9 @@ func (b *rebuilder) commitLost() error {
 	if err := place(b.m.Dir, b.stage, own.Files, b.o.log); err != nil {
 		return err
 	}
-	members := []MemberMeta{*own}
+	members := []redfile.MemberMeta{*own}
 	for _, y := range b.p.recorded(b.m.Rank) {
 		members = append(members, *b.metas[y])
 	}
-	return b.w.finish(newHeader(b.p, b.m, b.chunk, members))
+	return b.w.Finish(newHeader(b.p, b.m, b.chunk, members))
 }

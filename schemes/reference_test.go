@@ -10,6 +10,7 @@ import (
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // The reference implementation below is deliberately naive: it builds every
@@ -233,7 +234,7 @@ func checkEncoded(t *testing.T, ts *testSet, logicals [][]byte) {
 // right CRCs) and exactly its neighbours' own records.
 func checkHeaders(t *testing.T, ts *testSet, logicals [][]byte) {
 	t.Helper()
-	own := make([]MemberMeta, ts.p.Size)
+	own := make([]redfile.MemberMeta, ts.p.Size)
 	for r := range own {
 		h := mustHeader(t, ts.redPath(r))
 		if h.Rank != r || h.Dataset != ts.name || h.Group != ts.set.Group || h.Groups != ts.set.Groups {
@@ -276,9 +277,9 @@ func checkHeaders(t *testing.T, ts *testSet, logicals [][]byte) {
 	}
 }
 
-func mustHeader(t testing.TB, path string) *Header {
+func mustHeader(t testing.TB, path string) *redfile.Header {
 	t.Helper()
-	h, err := ReadHeader(path)
+	h, err := redfile.ReadHeader(path)
 	if err != nil {
 		t.Fatal(err)
 	}

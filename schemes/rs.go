@@ -6,6 +6,7 @@ import (
 	"github.com/klauspost/reedsolomon"
 	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // RS follows redset_reedsolomon.c. Logical files are cut into p-k chunks and
@@ -137,7 +138,7 @@ func (t *rsTerms) code(data []byte, sums [][]byte, first bool) error {
 // received, before it sends anything of the next, and like XOR's ring it
 // only ever waits on members to its left, so fixed-order receives cannot
 // deadlock.
-func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redWriter) error {
+func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redfile.Writer) error {
 	size, k := p.Size, p.Parity
 	terms, err := newRSTerms(p, r)
 	if err != nil {

@@ -125,10 +125,10 @@ func (b *rebuilder) rs(s *session) error {
 	// data chunk, or its checksum segment, CRC-checked) for one goroutine.
 	newShardReader := func() (func(j int, off int64, dst []byte) error, func()) {
 		lr := newLogicalReader(b.m.Dir, own.Files, crcs)
-		sr := b.rf.reader()
+		sr := b.rf.Reader()
 		return func(j int, off int64, dst []byte) error {
 			if c := rsChecksum(r, j, p, k); c >= 0 {
-				return sr.readAt(c, off, dst)
+				return sr.ReadAt(c, off, dst)
 			}
 			return lr.readAt(dst, int64(rsDataIndex(r, j, p, k))*chunk+off)
 		}, func() { lr.close() }

@@ -97,39 +97,3 @@ func TestEncodeOverSpare(t *testing.T) {
 		})
 	}
 }
-
-// TestSpareLosesItsMagic: a spare that was a good redundancy file does not
-// pass for one while it is being overwritten, and a spare that is gone only
-// costs the reuse.
-func TestSpareLosesItsMagic(t *testing.T) {
-	ts := newTestSet(t, Params{Kind: XOR, Size: 3})
-	for r, d := range ts.dirs {
-		fill(t, d, uint64(r+1), spec{files: 2, maxSize: 10_000})
-	}
-	ts.mustEncode()
-	old := ts.redPath(1)
-	if rf, err := openRedFile(old); err != nil {
-		t.Fatalf("the spare-to-be is not a good file: %v", err)
-	} else {
-		rf.close()
-	}
-	tmp := filepath.Join(filepath.Dir(old), "new.redset.tmp")
-	f, err := openTmp(tmp, func() string { return old })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	head := make([]byte, preambleSize)
-	if _, err := f.ReadAt(head, 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := decodePreamble(head); err == nil {
-		t.Fatal("a reused spare still carries a valid preamble before finish")
-	}
-
-	g, err := openTmp(tmp+"2", func() string { return old + ".gone" })
-	if err != nil {
-		t.Fatalf("a spare that is gone failed the open instead of being skipped: %v", err)
-	}
-	g.Close()
-}

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/scrfs/scrfs/internal/crc32c"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Pieces that go straight into files. What a member stores as it comes
@@ -77,39 +78,39 @@ func (s *session) recvToLogical(src int, tag uint32, ln int, lw *logicalFile, of
 // CRC32Cs can be checked once the copy is whole. The piece is spliced when
 // it starts a block of w and lies inside one of the member's files (the
 // sender's CRC then serves both). It returns the buffer to reuse.
-func (s *session) recvToCopy(src int, tag uint32, ln int, w *redWriter, seg int, track *logicalFile, off int64, rbuf []byte) ([]byte, error) {
+func (s *session) recvToCopy(src int, tag uint32, ln int, w *redfile.Writer, seg int, track *logicalFile, off int64, rbuf []byte) ([]byte, error) {
 	var into *os.File
 	var at int64
 	i, in, ok := track.within(off, ln)
-	if ok && w.canSplice(seg, ln) {
+	if ok && w.CanSplice(seg, ln) {
 		var err error
-		if at, err = w.at(seg, ln); err != nil {
+		if at, err = w.At(seg, ln); err != nil {
 			return rbuf, err
 		}
-		into = w.f
+		into = w.File()
 	}
 	return s.recvPiece(src, tag, ln, rbuf, into, at,
-		func(crc uint32) error { track.crcs.addCRC(i, in, int64(ln), crc); return w.spliced(seg, ln, crc) },
-		func(p []byte) error { track.track(p, off); return w.write(seg, p) })
+		func(crc uint32) error { track.crcs.addCRC(i, in, int64(ln), crc); return w.Spliced(seg, ln, crc) },
+		func(p []byte) error { track.track(p, off); return w.Write(seg, p) })
 }
 
 // recvToSegment receives piece tag, ln bytes, from rank src into the next
 // ln bytes of segment seg of w: spliced when the piece starts a block (the
 // sender's CRC32C in its frame becomes the block's). It returns the buffer
 // to reuse.
-func (s *session) recvToSegment(src int, tag uint32, ln int, w *redWriter, seg int, rbuf []byte) ([]byte, error) {
+func (s *session) recvToSegment(src int, tag uint32, ln int, w *redfile.Writer, seg int, rbuf []byte) ([]byte, error) {
 	var into *os.File
 	var at int64
-	if w.canSplice(seg, ln) {
+	if w.CanSplice(seg, ln) {
 		var err error
-		if at, err = w.at(seg, ln); err != nil {
+		if at, err = w.At(seg, ln); err != nil {
 			return rbuf, err
 		}
-		into = w.f
+		into = w.File()
 	}
 	return s.recvPiece(src, tag, ln, rbuf, into, at,
-		func(crc uint32) error { return w.spliced(seg, ln, crc) },
-		func(p []byte) error { return w.write(seg, p) })
+		func(crc uint32) error { return w.Spliced(seg, ln, crc) },
+		func(p []byte) error { return w.Write(seg, p) })
 }
 
 // recvPiece receives piece tag, ln bytes, from rank src. With a file to go

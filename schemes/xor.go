@@ -5,6 +5,7 @@ import (
 
 	"github.com/scrfs/scrfs/internal/crc32c"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // XOR follows redset_xor.c. A member's logical file is cut into p-1 chunks
@@ -26,7 +27,7 @@ func xorChunk(q, j int) int {
 // XORing in its own contribution, until after p-1 hops it reaches the row's
 // owner, whose own contribution is zero. A member only ever receives from its
 // left and sends to its right, in pieces, so memory stays O(pieces).
-func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redWriter) error {
+func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redfile.Writer) error {
 	size := p.Size
 	piece := p.pieceSize()
 	left, right := layout.Left(size, r), layout.Right(size, r)

@@ -51,14 +51,14 @@ func (b *rebuilder) xor(s *session) error {
 	crcs := newFileCRCs(regularSizes(b.hdr.Members[0].Files))
 	lr := newLogicalReader(b.m.Dir, b.hdr.Members[0].Files, crcs)
 	defer lr.close()
-	sr := b.rf.reader()
+	sr := b.rf.Reader()
 	s.total = int64(p) * chunk
 	pf := startPrefetch(s.ctx, total, sendQueue+4, s.pool, func(i int, buf []byte) (span, error) {
 		row, off, ln := at(i)
 		var pc span
 		var err error
 		if row == r {
-			pc, err = span{buf: buf[:frameLen+ln]}, sr.readAt(0, off, buf[frameLen:frameLen+ln])
+			pc, err = span{buf: buf[:frameLen+ln]}, sr.ReadAt(0, off, buf[frameLen:frameLen+ln])
 		} else {
 			pc, err = lr.piece(int64(xorChunk(r, row))*chunk+off, ln, buf)
 		}

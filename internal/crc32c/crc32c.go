@@ -3,7 +3,8 @@
 // SSE4.2 / ARMv8 instructions for this polynomial), and the GF(2) algebra
 // that puts a file's CRC32C together from its pieces' (read out of order by
 // XOR and RS, by several streams in a flush, block by block by a holder) and
-// hashes a sparse file's holes without reading their zeros.
+// hashes a sparse file's holes without reading their zeros; and a read
+// that takes the CRC32C of what it reads while the bytes are in cache.
 package crc32c
 
 import "hash/crc32"

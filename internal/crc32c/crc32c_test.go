@@ -1,6 +1,7 @@
 package crc32c
 
 import (
+	"bytes"
 	"hash/crc32"
 	"math/rand/v2"
 	"testing"
@@ -81,5 +82,25 @@ func BenchmarkCombine(b *testing.B) {
 	c := uint32(0x12345678)
 	for b.Loop() {
 		c = Combine(c, 0x9abcdef0, 1<<20)
+	}
+}
+
+// TestReadAt: a read in blocks gives the bytes and their CRC32C, for sizes
+// around its block, and fails with the reader.
+func TestReadAt(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := make([]byte, 3*readBlock+77)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	for _, c := range [][2]int{{0, 0}, {5, 1}, {0, readBlock}, {1, readBlock + 1}, {77, 3 * readBlock}} {
+		p := make([]byte, c[1])
+		crc, err := ReadAt(bytes.NewReader(src), p, int64(c[0]))
+		if err != nil || !bytes.Equal(p, src[c[0]:c[0]+c[1]]) || crc != Checksum(p) {
+			t.Errorf("%d bytes at %d: crc %08x, %v", c[1], c[0], crc, err)
+		}
+	}
+	if _, err := ReadAt(bytes.NewReader(src), make([]byte, 100), int64(len(src))-10); err == nil {
+		t.Error("a read past the end succeeded")
 	}
 }

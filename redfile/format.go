@@ -1,4 +1,4 @@
-package schemes
+package redfile
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Redundancy file layout (docs/formats-redundancy.md has the full story):
@@ -26,14 +27,25 @@ import (
 // only once the data has streamed through; writing it last keeps encoding a
 // single pass. The preamble is written last of all, at offset 0.
 const (
-	fileMagic    = "SCRFSRED"
-	endMagic     = "SCRFSEND"
-	fileVersion  = 1
-	preambleSize = 32
+	fileMagic = "SCRFSRED"
+	endMagic  = "SCRFSEND"
+	// Version is the format version this package writes and reads.
+	Version = 1
+	// PreambleSize is the length of the preamble, where the data begins.
+	PreambleSize = 32
 	// maxHeaderLen bounds what a decoder allocates for a header.
 	maxHeaderLen = 256 << 20
 	// maxDataLen bounds data lengths so offsets never overflow int64.
 	maxDataLen = 1 << 60
+)
+
+// Block size bounds: each trailer CRC covers one block of a segment. The
+// lower bound keeps per-block overhead sane (and lets tests exercise odd
+// sizes); the upper bound fits the preamble's u32 field with room to spare
+// and bounds what a reader holds of one block.
+const (
+	MinBlockSize = 64
+	MaxBlockSize = 64 << 20
 )
 
 // Header is the decoded JSON header of a redundancy file.
@@ -78,11 +90,13 @@ type Segment struct {
 	Length int64 `json:"length"`
 }
 
-// Kind returns the header's scheme.
-func (h *Header) Kind() (Kind, error) { return ParseKind(h.Scheme) }
+// SchemeOf returns the scheme the header records.
+func (h *Header) SchemeOf() Scheme {
+	return Scheme{Kind: h.Scheme, Size: h.Size, Replicas: h.Replicas, Parity: h.Parity}
+}
 
-// member returns the recorded metadata of rank r, if any.
-func (h *Header) member(r int) (*MemberMeta, bool) {
+// Member returns the recorded metadata of rank r, if any.
+func (h *Header) Member(r int) (*MemberMeta, bool) {
 	for i := range h.Members {
 		if h.Members[i].Rank == r {
 			return &h.Members[i], true
@@ -113,15 +127,11 @@ func (h *Header) blockCount() int64 {
 // validate checks an untrusted header for internal consistency; errors are
 // wrapped in ErrCorrupt by the caller.
 func (h *Header) validate() error {
-	if h.Version != fileVersion {
-		return fmt.Errorf("header version %d, want %d", h.Version, fileVersion)
+	if h.Version != Version {
+		return fmt.Errorf("header version %d, want %d", h.Version, Version)
 	}
-	kind, err := h.Kind()
-	if err != nil {
-		return err
-	}
-	p := Params{Kind: kind, Size: h.Size, Replicas: h.Replicas, Parity: h.Parity}
-	if err := p.Validate(); err != nil {
+	s := h.SchemeOf()
+	if err := s.Check(); err != nil {
 		return err
 	}
 	if len(h.Nodes) != h.Size || h.Rank < 0 || h.Rank >= h.Size {
@@ -130,13 +140,13 @@ func (h *Header) validate() error {
 	if h.Groups < 1 || h.Group < 0 || h.Group >= h.Groups {
 		return fmt.Errorf("group %d of %d", h.Group, h.Groups)
 	}
-	if h.BlockSize < MinPieceSize || h.BlockSize > MaxPieceSize {
+	if h.BlockSize < MinBlockSize || h.BlockSize > MaxBlockSize {
 		return fmt.Errorf("block size %d", h.BlockSize)
 	}
 	if h.Chunk < 0 || h.Chunk > maxDataLen {
 		return fmt.Errorf("chunk %d", h.Chunk)
 	}
-	want := append([]int{h.Rank}, p.recorded(h.Rank)...)
+	want := append([]int{h.Rank}, s.Recorded(h.Rank)...)
 	if len(h.Members) != len(want) {
 		return fmt.Errorf("%d member records, want %d", len(h.Members), len(want))
 	}
@@ -152,27 +162,28 @@ func (h *Header) validate() error {
 		}
 	}
 	var at int64
-	for i, s := range h.Segments {
-		if s.Offset != at || s.Length < 0 || s.Length > maxDataLen-at {
-			return fmt.Errorf("segment %d at %d+%d, want offset %d", i, s.Offset, s.Length, at)
+	for i, sg := range h.Segments {
+		if sg.Offset != at || sg.Length < 0 || sg.Length > maxDataLen-at {
+			return fmt.Errorf("segment %d at %d+%d, want offset %d", i, sg.Offset, sg.Length, at)
 		}
-		at += s.Length
+		at += sg.Length
 	}
-	return h.checkLayout(p)
+	return h.checkLayout(s)
 }
 
-// checkLayout checks that the segments are the ones the scheme writes.
-func (h *Header) checkLayout(p Params) error {
+// checkLayout checks that the segments are the ones scheme s writes
+// (docs/formats-redundancy.md, "Data").
+func (h *Header) checkLayout(s Scheme) error {
 	var want []Segment
-	switch p.Kind {
-	case Partner:
+	switch s.kind() {
+	case layout.KindPartner:
 		for _, m := range h.Members[1:] {
 			want = append(want, Segment{Rank: m.Rank, Length: m.Logical})
 		}
-	case XOR:
+	case layout.KindXOR:
 		want = []Segment{{Rank: h.Rank, Length: h.Chunk}}
-	case RS:
-		for i := 0; i < p.Parity; i++ {
+	case layout.KindRS:
+		for i := 0; i < s.Parity; i++ {
 			want = append(want, Segment{Rank: h.Rank, Index: i, Length: h.Chunk})
 		}
 	}
@@ -184,15 +195,11 @@ func (h *Header) checkLayout(p Params) error {
 			return fmt.Errorf("segment %d is %+v, want rank %d index %d length %d", i, got, want[i].Rank, want[i].Index, want[i].Length)
 		}
 	}
-	if p.Kind == XOR || p.Kind == RS {
+	if parts := s.dataParts(); parts > 0 {
 		if h.Chunk < 1 {
 			return fmt.Errorf("chunk %d", h.Chunk)
 		}
 		// Every recorded logical file must fit the data chunks of a row set.
-		parts := int64(p.Size - 1)
-		if p.Kind == RS {
-			parts = int64(p.Size - p.Parity)
-		}
 		for _, m := range h.Members {
 			if (m.Logical+parts-1)/parts > h.Chunk {
 				return fmt.Errorf("rank %d: %d bytes do not fit %d chunks of %d", m.Rank, m.Logical, parts, h.Chunk)
@@ -211,7 +218,7 @@ type preamble struct {
 }
 
 func (p preamble) encode() []byte {
-	b := make([]byte, preambleSize)
+	b := make([]byte, PreambleSize)
 	copy(b, fileMagic)
 	binary.LittleEndian.PutUint16(b[8:], p.version)
 	binary.LittleEndian.PutUint16(b[10:], p.flags)
@@ -224,8 +231,8 @@ func (p preamble) encode() []byte {
 
 func decodePreamble(b []byte) (preamble, error) {
 	var p preamble
-	if len(b) < preambleSize {
-		return p, fmt.Errorf("preamble: %d bytes, want %d", len(b), preambleSize)
+	if len(b) < PreambleSize {
+		return p, fmt.Errorf("preamble: %d bytes, want %d", len(b), PreambleSize)
 	}
 	if string(b[:8]) != fileMagic {
 		return p, fmt.Errorf("bad magic %q", b[:8])
@@ -239,15 +246,15 @@ func decodePreamble(b []byte) (preamble, error) {
 	p.dataLen = binary.LittleEndian.Uint64(b[16:])
 	p.blockSize = binary.LittleEndian.Uint32(b[24:])
 	switch {
-	case p.version != fileVersion:
-		return p, fmt.Errorf("version %d, this build reads %d", p.version, fileVersion)
+	case p.version != Version:
+		return p, fmt.Errorf("version %d, this build reads %d", p.version, Version)
 	case p.flags != 0:
 		return p, fmt.Errorf("unknown flags %#x", p.flags)
 	case p.headerLen == 0 || p.headerLen > maxHeaderLen:
 		return p, fmt.Errorf("header length %d", p.headerLen)
 	case p.dataLen > maxDataLen:
 		return p, fmt.Errorf("data length %d", p.dataLen)
-	case p.blockSize < MinPieceSize || p.blockSize > MaxPieceSize:
+	case p.blockSize < MinBlockSize || p.blockSize > MaxBlockSize:
 		return p, fmt.Errorf("block size %d", p.blockSize)
 	}
 	return p, nil
@@ -298,7 +305,7 @@ type redLayout struct {
 	size int64
 }
 
-func (l *redLayout) headerOff() int64 { return preambleSize + int64(l.pre.dataLen) }
+func (l *redLayout) headerOff() int64 { return PreambleSize + int64(l.pre.dataLen) }
 
 // readLayout reads and checks everything but the data of a redundancy file
 // of the given size: preamble, header, trailer, their CRCs and that all
@@ -307,8 +314,8 @@ func readLayout(r io.ReaderAt, size int64, name string) (*redLayout, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: "+format, append([]any{ErrCorrupt, name}, args...)...)
 	}
-	pb := make([]byte, preambleSize)
-	if size < preambleSize {
+	pb := make([]byte, PreambleSize)
+	if size < PreambleSize {
 		return nil, corrupt("%d bytes, shorter than the preamble", size)
 	}
 	if _, err := r.ReadAt(pb, 0); err != nil {
