@@ -32,7 +32,7 @@ func TestImportRules(t *testing.T) {
 		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy", "control"},
 		"completion": {"fs", "prefix", "peer", "daemon", "redundancy", "transfer", "schemes"},
 		"namespace":  {"fs", "peer", "prefix", "daemon", "completion", "redundancy", "transfer"},
-		"record":     {"cache", "fs", "peer", "prefix", "daemon", "jobnet", "completion", "redundancy", "transfer"},
+		"record":     {"cache", "fs", "peer", "prefix", "daemon", "jobnet", "completion", "redundancy", "transfer", "schemes"},
 		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
 		"fs":         {"fs/mount", "peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "prefix", "daemon", "schemes"},
 	}
@@ -66,6 +66,24 @@ func TestImportRules(t *testing.T) {
 			}
 			if slices.Contains(coordination, pkg) && slices.Contains(coordination, own) && own != "jobnet" {
 				t.Errorf("coordination package %s imports %s", pkg, own)
+			}
+		}
+	}
+}
+
+// TestErasureCodeStaysInSchemes: the packages that only need a dataset's
+// files, its record or the redundancy file format do not link the erasure
+// code (Reed-Solomon), which only the schemes and who runs them need.
+func TestErasureCodeStaysInSchemes(t *testing.T) {
+	const mod = "github.com/scrfs/scrfs/"
+	for _, pkg := range []string{"files", "redfile", "record", "prefix", "fs", "completion", "transfer"} {
+		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
+		if err != nil {
+			t.Skipf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.Contains(dep, "reedsolomon") || dep == mod+"schemes" {
+				t.Errorf("%s links %s", pkg, dep)
 			}
 		}
 	}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/layout"
-	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/redfile"
 )
 
 // Version is the record format this scrfs writes and reads.
@@ -61,12 +61,22 @@ type Record struct {
 
 // Scheme is the redundancy the dataset is protected under.
 type Scheme struct {
-	Kind      string `json:"kind"` // schemes.Kind's name
+	Kind      string `json:"kind"` // as layout.KindSingle, KindPartner, KindXOR, KindRS
 	Replicas  int    `json:"replicas,omitempty"`
 	Parity    int    `json:"parity,omitempty"`
 	PieceSize int    `json:"piece_size,omitempty"`
 	// Sets is the number of redundancy sets; members say which is theirs.
 	Sets int `json:"sets"`
+}
+
+// check reports whether the scheme can protect a set of members: as the
+// redundancy files it is encoded into record a scheme, with a piece size
+// that is one of their block sizes (0: the default).
+func (s Scheme) check(members int) error {
+	if s.PieceSize != 0 && (s.PieceSize < redfile.MinBlockSize || s.PieceSize > redfile.MaxBlockSize) {
+		return fmt.Errorf("piece size %d not in [%d, %d]", s.PieceSize, redfile.MinBlockSize, redfile.MaxBlockSize)
+	}
+	return redfile.Scheme{Kind: s.Kind, Size: members, Replicas: s.Replicas, Parity: s.Parity}.Check()
 }
 
 // Member is one node's part of the dataset.
@@ -94,18 +104,6 @@ func (m *Member) HeldBy() string {
 		return m.Holder
 	}
 	return m.ID
-}
-
-// Params returns the scheme parameters of set members, as an encode or
-// rebuild of the dataset must use them.
-func (r *Record) Params(members int) (schemes.Params, error) {
-	kind, err := schemes.ParseKind(r.Scheme.Kind)
-	if err != nil {
-		return schemes.Params{}, err
-	}
-	p := schemes.Params{Kind: kind, Size: members, Replicas: r.Scheme.Replicas, Parity: r.Scheme.Parity,
-		PieceSize: r.Scheme.PieceSize}
-	return p, p.Validate()
 }
 
 // Set returns the members of set id in rank order.
@@ -232,7 +230,7 @@ func (r *Record) Check() error {
 				return bad("set %d has no rank %d", s, rank)
 			}
 		}
-		if _, err := r.Params(len(set)); err != nil {
+		if err := r.Scheme.check(len(set)); err != nil {
 			return bad("set %d: %v", s, err)
 		}
 	}

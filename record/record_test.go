@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/files"
-	"github.com/scrfs/scrfs/schemes"
 )
 
 // valid is a record of four nodes under xor, one set, node 2 empty.
@@ -48,9 +47,6 @@ func TestRoundTripAndQueries(t *testing.T) {
 	if set := back.Set(0); len(set) != 4 || set[1].Node != 1 {
 		t.Fatalf("set 0: %+v", set)
 	}
-	if p, err := back.Params(4); err != nil || p.Kind != schemes.XOR || p.Size != 4 {
-		t.Fatalf("params %+v, %v", p, err)
-	}
 	rev := *back
 	rev.Rev++
 	if !rev.Newer(back) || back.Newer(&rev) {
@@ -70,6 +66,7 @@ func TestCheckRejects(t *testing.T) {
 		"root not name":    func(r *Record) { r.Root = "other" },
 		"no sequence":      func(r *Record) { r.Seq = 0 },
 		"unknown scheme":   func(r *Record) { r.Scheme.Kind = "raid6" },
+		"piece size":       func(r *Record) { r.Scheme.PieceSize = 1 },
 		"too few for xor":  func(r *Record) { r.Members = r.Members[:1]; r.Members[0].Rank = 0 },
 		"repeated id":      func(r *Record) { r.Members[1].ID = r.Members[0].ID },
 		"repeated node":    func(r *Record) { r.Members[1].Node = 0 },

@@ -311,7 +311,7 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 			return one(actDegrade, "never protected; waiting for "+memberList(set, away))
 		}
 	}
-	p, err := rec.Params(len(set))
+	p, err := paramsOf(rec, len(set))
 	if err == nil && len(lost) > 0 {
 		err = p.CanRebuild(lost)
 	}

@@ -167,10 +167,22 @@ func (p *Protector) operation(rec *record.Record, dir string) (schemes.Params, s
 	return schemes.Params{}, schemes.Member{}, fmt.Errorf("this node (%s) holds no share of the record", p.o.Store.NodeID())
 }
 
+// paramsOf returns the scheme parameters of a set of members of rec's
+// dataset, as an encode or rebuild of it must use them.
+func paramsOf(rec *record.Record, members int) (schemes.Params, error) {
+	kind, err := schemes.ParseKind(rec.Scheme.Kind)
+	if err != nil {
+		return schemes.Params{}, err
+	}
+	p := schemes.Params{Kind: kind, Size: members, Replicas: rec.Scheme.Replicas, Parity: rec.Scheme.Parity,
+		PieceSize: rec.Scheme.PieceSize}
+	return p, p.Validate()
+}
+
 // operationAs is operation for this node playing member me.
 func (p *Protector) operationAs(rec *record.Record, me *record.Member, dir string) (schemes.Params, schemes.Member, error) {
 	set := rec.Set(me.Set)
-	params, err := rec.Params(len(set))
+	params, err := paramsOf(rec, len(set))
 	if err != nil {
 		return schemes.Params{}, schemes.Member{}, err
 	}
