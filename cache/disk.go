@@ -14,7 +14,12 @@ const metaDirName = layout.MetaDir
 // usage is what a dataset directory holds, scrfs's own .scrfs excluded.
 type usage struct{ files, bytes int64 }
 
-// scanUsage counts regular files and their apparent sizes below dir.
+// scanUsage counts regular files and their apparent sizes below dir. It is
+// a walk of its own, beside the listing completion makes of a dataset (the
+// record's file list, which encodes and flushes read instead of walking
+// again): the cache counts datasets for its state, status and eviction as
+// they complete, are recovered after a restart or adopted, whether or not
+// the job ever records them, and it knows nothing of records.
 func scanUsage(dir string) (usage, error) {
 	var u usage
 	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {

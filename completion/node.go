@@ -263,6 +263,9 @@ func (c *Completer) handleShare(ctx context.Context, from int, m shareReq) (any,
 			rep.Lost = fmt.Sprintf("node %d holds a dataset %s anchored at %s %q", c.self, m.Dataset, info.Kind, info.Root)
 			return rep, nil
 		case info.State.Completed():
+			// The one listing of this node's files: it becomes the
+			// record's, which the encode and the flush read instead of
+			// walking the tree again (a completed dataset does not change).
 			list, err := files.Scan(ds.Dir())
 			if err != nil {
 				rep.Lost = fmt.Sprintf("node %d cannot list its files: %v", c.self, err)

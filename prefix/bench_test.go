@@ -23,12 +23,13 @@ func benchTree(b testing.TB, dir string, files, size int) string {
 // buffers. Each iteration writes a fresh dataset directory.
 func benchFlush(b *testing.B, o Options) {
 	src := benchTree(b, fastDir(b), 64, 4<<20)
+	list := listed(b, src)
 	dst := b.TempDir()
 	if o.Buffers == nil {
 		o.Buffers = NewBuffers(0)
 	}
 	run := func(i int) {
-		if _, err := Flush(context.Background(), src, filepath.Join(dst, fmt.Sprint(i)), 0, o); err != nil {
+		if _, err := Flush(context.Background(), src, filepath.Join(dst, fmt.Sprint(i)), 0, list, o); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -55,7 +56,7 @@ func BenchmarkFlush(b *testing.B) {
 func BenchmarkFetch(b *testing.B) {
 	src := benchTree(b, fastDir(b), 64, 4<<20)
 	prefix := filepath.Join(b.TempDir(), "ckpt.1")
-	es, err := Flush(context.Background(), src, prefix, 0, Options{CRC: true})
+	es, err := Flush(context.Background(), src, prefix, 0, listed(b, src), Options{CRC: true})
 	if err != nil {
 		b.Fatal(err)
 	}

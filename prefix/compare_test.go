@@ -37,13 +37,14 @@ func TestCompareCp(t *testing.T) {
 	}
 	fileMiB := 16
 	src := benchTree(t, fastDir(t), max(1, mib/fileMiB), fileMiB<<20)
+	list := listed(t, src)
 	size := int64(max(1, mib/fileMiB)) * int64(fileMiB) << 20
 	shm := fastDir(t)
 	streams, _ := strconv.Atoi(os.Getenv("SCRFS_COMPARE_STREAMS"))
 	o := Options{CRC: true, Streams: streams, Buffers: NewBuffers(0)}
 	// Warm-up: fault in the buffers and the code, on a small tree.
 	warm := benchTree(t, fastDir(t), 4, 1<<20)
-	if _, err := Flush(context.Background(), warm, filepath.Join(shm, "warm"), 0, o); err != nil {
+	if _, err := Flush(context.Background(), warm, filepath.Join(shm, "warm"), 0, listed(t, warm), o); err != nil {
 		t.Fatal(err)
 	}
 
@@ -98,7 +99,7 @@ func TestCompareCp(t *testing.T) {
 			syncDir(disk)
 			d, cpu := timeSelf(func() {
 				var err error
-				entries, err = Flush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, o)
+				entries, err = Flush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, list, o)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -36,11 +36,13 @@ func tmpName(final string, node int) string {
 	return dir + name
 }
 
-// Flush copies node's files of one dataset from srcDir, the dataset's cache
-// directory, to dstDir, its directory in the prefix, and returns the
+// Flush copies node's files of one dataset, those list names (a member's
+// file list, as the dataset's record has it), from srcDir, the dataset's
+// cache directory, to dstDir, its directory in the prefix, and returns the
 // entries for node's manifest part, sorted by path (CRCs filled in when
-// o.CRC is set). srcDir's top-level .scrfs directory is not copied; the
-// dataset must not change while Flush runs.
+// o.CRC is set). Flush does not walk srcDir: the dataset must not change
+// while Flush runs nor since the list was made, and a file found of another
+// type or size than listed fails it.
 //
 // Files are written under temporary names next to their targets, and every
 // one is fsynced; only when all are written does Flush rename them into
@@ -55,24 +57,24 @@ func tmpName(final string, node int) string {
 //
 // Errors read "flush <dataset>: <op> <path>: <cause>" and wrap the cause
 // (errors.Is(err, syscall.ENOSPC) works).
-func Flush(ctx context.Context, srcDir, dstDir string, node int, o Options) ([]Entry, error) {
+func Flush(ctx context.Context, srcDir, dstDir string, node int, list []files.Meta, o Options) ([]Entry, error) {
 	o = o.normalized()
 	start := time.Now()
 	dataset := filepath.Base(dstDir)
 	var prog *progress
-	entries, err := flush(ctx, srcDir, dstDir, node, o, &prog)
-	var files, bytes int64
+	entries, err := flush(ctx, srcDir, dstDir, node, list, o, &prog)
+	var count, bytes int64
 	if prog != nil {
 		prog.finish()
 		bytes = prog.done.Load()
-		files = int64(countFiles(entries))
+		count = int64(countFiles(entries))
 	}
-	o.Metrics.observe("flush", files, bytes, time.Since(start), err)
+	o.Metrics.observe("flush", count, bytes, time.Since(start), err)
 	if err != nil {
 		o.Logger.Warn("flush failed", "dataset", dataset, "err", err)
 		return nil, fmt.Errorf("flush %s: %w", dataset, err)
 	}
-	o.Logger.Debug("flushed", "dataset", dataset, "files", files, "bytes", bytes,
+	o.Logger.Debug("flushed", "dataset", dataset, "files", count, "bytes", bytes,
 		"seconds", time.Since(start).Seconds())
 	return entries, nil
 }
@@ -89,11 +91,18 @@ func countFiles(es []Entry) int {
 
 // flush is Flush without the bookkeeping. It sets *prog once copying
 // starts, so the caller can make the final Progress call.
-func flush(ctx context.Context, srcDir, dstDir string, node int, o Options, prog **progress) ([]Entry, error) {
+func flush(ctx context.Context, srcDir, dstDir string, node int, list []files.Meta, o Options, prog **progress) ([]Entry, error) {
 	if node < 0 {
 		return nil, fmt.Errorf("%w: negative node %d", ErrBadEntry, node)
 	}
-	entries, err := scan(srcDir, node)
+	// One stat, so a share whose directory is gone says so, whatever its
+	// list holds.
+	if st, err := os.Stat(srcDir); err != nil {
+		return nil, pathErr("stat", srcDir, err)
+	} else if !st.IsDir() {
+		return nil, pathErr("stat", srcDir, syscall.ENOTDIR)
+	}
+	entries, err := entriesOf(list, node)
 	if err != nil {
 		return nil, err
 	}
@@ -162,23 +171,6 @@ func flush(ctx context.Context, srcDir, dstDir string, node int, o Options, prog
 		return nil, err
 	}
 	return entries, nil
-}
-
-// scan lists srcDir's tree as node's entries, sorted by path (parents
-// first).
-func scan(srcDir string, node int) ([]Entry, error) {
-	st, err := os.Stat(srcDir)
-	if err != nil {
-		return nil, pathErr("stat", srcDir, err)
-	}
-	if !st.IsDir() {
-		return nil, pathErr("scan", srcDir, syscall.ENOTDIR)
-	}
-	list, err := files.Scan(srcDir)
-	if err != nil {
-		return nil, err
-	}
-	return entriesOf(list, node)
 }
 
 // makeDir creates dir with mode, or accepts it if it exists as a directory

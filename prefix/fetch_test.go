@@ -19,7 +19,7 @@ func flushed(t *testing.T) (string, []Entry) {
 	src := filepath.Join(cache, "ckpt.7")
 	buildTree(t, src, true)
 	dst := filepath.Join(prefix, "ckpt.7")
-	es, err := Flush(context.Background(), src, dst, 0, Options{CRC: true, Streams: 2})
+	es, err := Flush(context.Background(), src, dst, 0, listed(t, src), Options{CRC: true, Streams: 2})
 	must(t, err)
 	return dst, es
 }

@@ -258,3 +258,13 @@ func jsonOf(v any) (string, error) {
 	b, err := json.Marshal(v)
 	return string(b), err
 }
+
+// listed returns dir's file list, as completion makes it for a flush.
+func listed(t testing.TB, dir string) []files.Meta {
+	t.Helper()
+	list, err := files.Scan(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}

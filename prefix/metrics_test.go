@@ -22,7 +22,7 @@ func TestMetrics(t *testing.T) {
 	writeFile(t, filepath.Join(src, "d/b"), 5000, 2)
 	prefix := filepath.Join(fastDir(t), "ckpt.1")
 	o := Options{CRC: true, Metrics: m, Limiter: NewLimiter(1 << 30)}
-	es, err := Flush(context.Background(), src, prefix, 0, o)
+	es, err := Flush(context.Background(), src, prefix, 0, listed(t, src), o)
 	must(t, err)
 	if got := testutil.ToFloat64(m.bytes.WithLabelValues("flush")); got != 8000 {
 		t.Errorf("flush bytes %v", got)

@@ -39,7 +39,7 @@ func TestProtocol(t *testing.T) {
 		t.Error("a flushing dataset is offered for fetch")
 	}
 	for i := range nodes {
-		es, err := Flush(ctx, filepath.Join(caches[i], "ckpt.7"), filepath.Join(prefix, "ckpt.7"), i, Options{CRC: true, Logger: lg})
+		es, err := Flush(ctx, filepath.Join(caches[i], "ckpt.7"), filepath.Join(prefix, "ckpt.7"), i, listed(t, filepath.Join(caches[i], "ckpt.7")), Options{CRC: true, Logger: lg})
 		must(t, err)
 		must(t, WritePart(prefix, "ckpt.7", i, es))
 	}

@@ -28,7 +28,7 @@ func TestRoundTrip(t *testing.T) {
 			lg, _ := newTestLogger(t, false)
 			o := Options{Streams: 3, CRC: crc, Logger: lg}
 
-			entries, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.10"), 2, o)
+			entries, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.10"), 2, listed(t, src), o)
 			must(t, err)
 
 			// The prefix holds the same bytes, symlinks and file modes.
@@ -103,7 +103,7 @@ func TestFlushToDisk(t *testing.T) {
 	cache, disk, back := fastDir(t), t.TempDir(), fastDir(t)
 	src := filepath.Join(cache, "ckpt.1")
 	buildTree(t, src, testing.Short())
-	entries, err := Flush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, Options{CRC: true})
+	entries, err := Flush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, listed(t, src), Options{CRC: true})
 	must(t, err)
 	must(t, Fetch(context.Background(), filepath.Join(disk, "ckpt.1"), filepath.Join(back, "ckpt.1"), entries, Options{CRC: true}))
 	if got, want := treeOf(t, filepath.Join(back, "ckpt.1")), treeOf(t, src); !reflect.DeepEqual(got, want) {
@@ -133,7 +133,7 @@ func TestSparse(t *testing.T) {
 	must(t, f.Close())
 
 	start := time.Now()
-	entries, err := Flush(context.Background(), filepath.Dir(src), filepath.Join(prefix, "ckpt.5"), 0, Options{CRC: true})
+	entries, err := Flush(context.Background(), filepath.Dir(src), filepath.Join(prefix, "ckpt.5"), 0, listed(t, filepath.Dir(src)), Options{CRC: true})
 	must(t, err)
 	flushTook := time.Since(start)
 	start = time.Now()
@@ -204,7 +204,7 @@ func TestProgress(t *testing.T) {
 		calls++
 		inCall = false
 	}}
-	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.2"), 0, o)
+	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.2"), 0, listed(t, src), o)
 	must(t, err)
 	if len(problems) > 0 {
 		t.Error(problems)
@@ -223,7 +223,7 @@ func TestFlushSecondNodeSharesDirs(t *testing.T) {
 	for node := range 2 {
 		src := filepath.Join(fastDir(t), "ckpt.3")
 		writeFile(t, filepath.Join(src, "shared/rank_"+string(rune('0'+node))), 1000, uint64(node))
-		es, err := Flush(context.Background(), src, dst, node, Options{CRC: true})
+		es, err := Flush(context.Background(), src, dst, node, listed(t, src), Options{CRC: true})
 		must(t, err)
 		all = append(all, es...)
 	}
@@ -246,7 +246,7 @@ func TestFlushRetryAfterCrash(t *testing.T) {
 	dst := filepath.Join(prefix, "ckpt.4")
 	must(t, os.MkdirAll(dst, 0o755))
 	writeFile(t, tmpName(filepath.Join(dst, "a.bin"), 0), 9999, 2)
-	_, err := Flush(context.Background(), src, dst, 0, Options{CRC: true})
+	_, err := Flush(context.Background(), src, dst, 0, listed(t, src), Options{CRC: true})
 	must(t, err)
 	if l := leftovers(t, prefix); len(l) > 0 {
 		t.Errorf("leftovers: %v", l)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/redfile"
 	"github.com/scrfs/scrfs/schemes"
 )
 
@@ -153,5 +155,36 @@ func TestPeerNamesChecked(t *testing.T) {
 	}
 	if dss := f.Nodes[0].Store.Datasets(); len(dss) != 0 {
 		t.Errorf("node 0 holds %d datasets after made-up requests", len(dss))
+	}
+}
+
+// TestEncodeReadsTheRecord: a member's redundancy file records its files
+// as the dataset's record lists them (with their CRC32Cs added), not a
+// walk of the directory made later: the dataset directory's times are
+// those from before its .scrfs existed.
+func TestEncodeReadsTheRecord(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.protect("ckpt.1", 20<<10)
+	for _, i := range f.All() {
+		dir := f.Nodes[i].Store.Get("ckpt.1").Dir()
+		rec, err := record.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		me := rec.Member(f.Nodes[i].Store.NodeID())
+		got, err := redfile.MemberFiles(dir, me.Node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(me.Files) {
+			t.Fatalf("node %d: redundancy file lists %d files, the record %d", i, len(got), len(me.Files))
+		}
+		for k, g := range got {
+			g.HasCRC, g.CRC32C = false, 0
+			if g != me.Files[k] {
+				t.Errorf("node %d file %d: redundancy file %+v, record %+v", i, k, g, me.Files[k])
+			}
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
@@ -191,7 +192,7 @@ func (p *Protector) operationAs(rec *record.Record, me *record.Member, dir strin
 		nodes[r] = m.Node
 	}
 	m := schemes.Member{Rank: me.Rank, Set: schemes.SetInfo{Group: me.Set, Groups: rec.Scheme.Sets, Nodes: nodes},
-		Dataset: rec.Dataset, Dir: dir}
+		Dataset: rec.Dataset, Dir: dir, Files: me.Files}
 	return params, m, nil
 }
 
@@ -212,6 +213,12 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 		}
 	}()
 	params, m, err := p.operation(rec, ds.Dir())
+	if err == nil && m.Files == nil {
+		// A member that wrote nothing has no list in the record, not even
+		// of its directory, whose mode and times its redundancy file
+		// records for a rebuild: list the directory, which holds nothing.
+		m.Files, err = files.Scan(m.Dir)
+	}
 	if err != nil {
 		p.degrade(name, "cannot protect it under its record: "+err.Error())
 		return

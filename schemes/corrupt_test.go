@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/scrfs/scrfs/files"
@@ -232,12 +231,13 @@ func TestEncodeMismatchAndFailure(t *testing.T) {
 	t.Run("piece size", func(t *testing.T) {
 		ts := newTestSet(t, Params{Kind: XOR, Size: 3})
 		ts.fillShape(shapes(3, true)["uneven"], 2)
+		ms := ts.listAll()
 		_, errs := runAll(t, 3, func(ctx context.Context, r int, links Links) (*Result, error) {
 			var opts []Option
 			if r == 2 {
 				opts = append(opts, WithPieceSize(4096))
 			}
-			return Encode(ctx, ts.p, ts.member(r), links, opts...)
+			return Encode(ctx, ts.p, ms[r], links, opts...)
 		})
 		for r, err := range errs {
 			if !errors.Is(err, ErrMismatch) {
@@ -245,18 +245,33 @@ func TestEncodeMismatchAndFailure(t *testing.T) {
 			}
 		}
 	})
-	t.Run("unreadable member", func(t *testing.T) {
+	t.Run("file changed since listed", func(t *testing.T) {
+		// Encode reads the list it is given, not the directory: a file
+		// whose size is no longer the listed one fails it.
 		ts := newTestSet(t, Params{Kind: RS, Size: 4, Parity: 2})
 		ts.fillShape(shapes(4, true)["uneven"], 2)
-		if err := syscall.Mkfifo(filepath.Join(ts.dirs[3], "fifo"), 0o600); err != nil {
+		members := ts.listAll()
+		changed := ""
+		for _, f := range members[3].Files {
+			if f.Type == files.Regular && f.Size > 0 {
+				changed = f.Path
+				break
+			}
+		}
+		if err := os.Truncate(filepath.Join(ts.dirs[3], changed), 1); err != nil {
 			t.Fatal(err)
 		}
-		_, errs := ts.encode()
+		_, errs := runAll(t, 4, func(ctx context.Context, r int, links Links) (*Result, error) {
+			return Encode(ctx, ts.p, members[r], links)
+		})
 		for r, err := range errs {
 			if err == nil {
 				t.Errorf("rank %d succeeded", r)
 			}
 			var pe *PeerError
+			if r == 3 && (!errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), changed)) {
+				t.Errorf("rank 3: %v, want ErrMismatch naming %s", err, changed)
+			}
 			if r != 3 && !(errors.As(err, &pe) && errors.Is(err, ErrAborted)) {
 				t.Errorf("rank %d: %v, want a PeerError wrapping ErrAborted", r, err)
 			}
@@ -331,8 +346,9 @@ func TestLinkFailure(t *testing.T) {
 					}
 					return links
 				}
+				ms := ts.listAll()
 				_, errs := runAll(t, params.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
-					return Encode(ctx, ts.p, ts.member(r), wrap(r, links))
+					return Encode(ctx, ts.p, ms[r], wrap(r, links))
 				})
 				failed := 0
 				for _, err := range errs {
@@ -372,5 +388,27 @@ func TestLinkFailure(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSingleChecksItsList: SINGLE reads no data, yet does not record a file
+// that is no longer as listed.
+func TestSingleChecksItsList(t *testing.T) {
+	ts := newTestSet(t, Params{Kind: Single, Size: 1})
+	fill(t, ts.dirs[0], 3, spec{files: 3, maxSize: 1000})
+	ms := ts.listAll()
+	if _, errs := ts.encodeAs(ms); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	for _, f := range ms[0].Files {
+		if f.Type == files.Regular {
+			if err := os.Truncate(filepath.Join(ts.dirs[0], f.Path), f.Size+1); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if _, errs := ts.encodeAs(ms); !errors.Is(errs[0], ErrMismatch) {
+		t.Fatalf("SINGLE over a changed file: %v, want ErrMismatch", errs[0])
 	}
 }

@@ -13,8 +13,9 @@
 // message streams between ranks. Nothing here knows about TCP, FUSE or the
 // prefix directory.
 //
-// A member's logical file is the concatenation of its regular files in
-// files.Scan order (directories, symlinks and hard links carry metadata only).
+// A member's logical file is the concatenation of its regular files in the
+// order of its list (Member.Files, as completion made it with files.Scan;
+// directories, symlinks and hard links carry metadata only).
 // The schemes follow redset (LLNL), byte for byte in where each chunk goes:
 //
 //   - SINGLE: a header with the member's own file metadata, no data.

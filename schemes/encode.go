@@ -3,26 +3,26 @@ package schemes
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/files"
-	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/redfile"
 )
 
 // Encode runs this member's part of encoding its set: all members call it
-// concurrently with the same Params. It scans m.Dir, exchanges file metadata,
-// streams data with the other members, and writes this member's redundancy
-// file Dir/.scrfs/<node>.<kind>.grp_<g>_of_<n>.mem_<r>_of_<p>.redset (via a
+// concurrently with the same Params. It reads the files m.Files lists from
+// m.Dir, exchanges file metadata, streams data with the other members, and
+// writes this member's redundancy file
+// Dir/.scrfs/<node>.<kind>.grp_<g>_of_<n>.mem_<r>_of_<p>.redset (via a
 // .tmp file, fsync and rename), removing this node's older redundancy files
 // there first. It returns only once every member has written its file; if
 // any member fails, all return an error (a PeerError for the others).
 //
-// The dataset must not change while Encode runs; a file that changes size is
-// reported with ErrMismatch. SINGLE needs no network and ignores links.
+// The dataset must not change while Encode runs nor since m.Files was
+// made; a file whose type or size is not as listed is reported with
+// ErrMismatch. SINGLE needs no network and ignores links.
 func Encode(ctx context.Context, p Params, m Member, links Links, opts ...Option) (*Result, error) {
 	start := time.Now()
 	o := buildOptions(&p, opts)
@@ -56,8 +56,7 @@ type encoder struct {
 	p       Params
 	m       Member
 	o       *options
-	files   []files.Meta
-	logical int64
+	logical int64 // of m.Files
 	path    string
 }
 
@@ -81,36 +80,38 @@ func newHeader(p Params, m Member, chunk int64, members []redfile.MemberMeta) *r
 	return h
 }
 
-// scan lists the dataset. Dir/.scrfs is created first, so the dataset
-// directory's recorded mtime is not changed by the redundancy file's arrival.
-func (e *encoder) scan() error {
-	if err := os.MkdirAll(filepath.Join(e.m.Dir, layout.MetaDir), 0o700); err != nil {
-		return fmt.Errorf("scan %s: %w", e.m.Dir, err)
+// checkList checks the member's file list before anything is read by it:
+// it may have come from disk or a peer, and its paths become the paths
+// read.
+func (e *encoder) checkList() error {
+	if err := files.Check(e.m.Files); err != nil {
+		return fmt.Errorf("%w: file list of %s: %v", ErrInvalidParams, e.m.Dir, err)
 	}
-	list, err := files.Scan(e.m.Dir)
-	if err != nil {
-		return err
-	}
-	e.files, e.logical = list, files.Bytes(list)
+	e.logical = files.Bytes(e.m.Files)
 	return nil
 }
 
 func (e *encoder) single() error {
-	if err := e.scan(); err != nil {
+	if err := e.checkList(); err != nil {
 		return err
+	}
+	// SINGLE reads no data, so nothing else would notice a file that is
+	// not as listed: its header must not vouch for it.
+	if bad := files.Missing(e.m.Dir, e.m.Files); len(bad) > 0 {
+		return fmt.Errorf("%w: %d entries missing or changed: %s", ErrMismatch, len(bad), strings.Join(bad, "; "))
 	}
 	w, err := redfile.Create(e.path, e.m.Set.Nodes[e.m.Rank], e.p.pieceSize(), nil, nil)
 	if err != nil {
 		return err
 	}
 	defer w.Abort()
-	own := redfile.MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: e.files}
+	own := redfile.MemberMeta{Rank: e.m.Rank, Logical: e.logical, Files: e.m.Files}
 	return w.Finish(e.header(0, []redfile.MemberMeta{own}))
 }
 
 // run is the networked part of Encode.
 func (e *encoder) run(s *session) error {
-	if err := e.scan(); err != nil {
+	if err := e.checkList(); err != nil {
 		return s.fail(err)
 	}
 	hellos, err := s.sayHello(func(int) hello {
@@ -156,8 +157,8 @@ func (e *encoder) run(s *session) error {
 	// The data phase reads every byte of this member's files exactly once,
 	// in whatever order the scheme needs; the tracker assembles each file's
 	// CRC32C from those pieces for the header.
-	crcs := newFileCRCs(regularSizes(e.files))
-	lr := newLogicalReader(e.m.Dir, e.files, crcs)
+	crcs := newFileCRCs(regularSizes(e.m.Files))
+	lr := newLogicalReader(e.m.Dir, e.m.Files, crcs)
 	defer lr.close()
 	var dataLen int64
 	for _, sg := range segs {
@@ -181,7 +182,7 @@ func (e *encoder) run(s *session) error {
 	if err != nil {
 		return s.fail(fmt.Errorf("internal error: file checksums: %w", err))
 	}
-	list := withCRCs(e.files, sums)
+	list := withCRCs(e.m.Files, sums)
 
 	// Metadata goes to the recorders only now, with the CRCs; it is small,
 	// and the members that record it write their headers last anyway.

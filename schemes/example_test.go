@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/redfile"
 )
 
@@ -31,7 +32,14 @@ func ExampleEncode() {
 		dir := filepath.Join(base, fmt.Sprint("node", r), "ckpt.100")
 		os.MkdirAll(dir, 0o755)
 		os.WriteFile(filepath.Join(dir, "rank.bin"), bytes.Repeat([]byte{byte(r)}, 1000*(r+1)), 0o644)
-		m := Member{Rank: r, Set: set, Dataset: "ckpt.100", Dir: dir}
+		// The daemon hands Encode the member's files as the dataset's
+		// record lists them; here they are listed on the spot.
+		list, err := files.Scan(dir)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		m := Member{Rank: r, Set: set, Dataset: "ckpt.100", Dir: dir, Files: list}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -68,6 +68,22 @@ func (ts *testSet) member(r int) Member {
 	return Member{Rank: r, Set: ts.set, Dataset: ts.name, Dir: ts.dirs[r]}
 }
 
+// listAll returns every member with its files listed now, as completion
+// lists them for an encode. Encodes of the same lists write the same
+// files, byte for byte; lists taken anew may differ in access times.
+func (ts *testSet) listAll() []Member {
+	ts.t.Helper()
+	ms := make([]Member, ts.p.Size)
+	for r := range ms {
+		ms[r] = ts.member(r)
+		var err error
+		if ms[r].Files, err = files.Scan(ms[r].Dir); err != nil {
+			ts.t.Fatal(err)
+		}
+	}
+	return ms
+}
+
 // runAll runs fn for every member concurrently over a fresh memNet; a
 // member's links close when its call returns, as a real transport's would.
 func runAll(t testing.TB, size int, fn func(ctx context.Context, r int, links Links) (*Result, error)) ([]*Result, []error) {
@@ -107,8 +123,13 @@ func (ts *testSet) memberOpts(r int, opts []Option) []Option {
 }
 
 func (ts *testSet) encode(opts ...Option) ([]*Result, []error) {
+	return ts.encodeAs(ts.listAll(), opts...)
+}
+
+// encodeAs encodes the members ms, lists given.
+func (ts *testSet) encodeAs(ms []Member, opts ...Option) ([]*Result, []error) {
 	return runAll(ts.t, ts.p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
-		return Encode(ctx, ts.p, ts.member(r), links, ts.memberOpts(r, opts)...)
+		return Encode(ctx, ts.p, ms[r], links, ts.memberOpts(r, opts)...)
 	})
 }
 
@@ -120,7 +141,13 @@ func (ts *testSet) rebuild(lost []int, opts ...Option) ([]*Result, []error) {
 
 func (ts *testSet) mustEncode(opts ...Option) []*Result {
 	ts.t.Helper()
-	res, errs := ts.encode(opts...)
+	return ts.mustEncodeAs(ts.listAll(), opts...)
+}
+
+// mustEncodeAs is encodeAs that fails the test on any error.
+func (ts *testSet) mustEncodeAs(ms []Member, opts ...Option) []*Result {
+	ts.t.Helper()
+	res, errs := ts.encodeAs(ms, opts...)
 	for r, err := range errs {
 		if err != nil {
 			ts.t.Fatalf("encode rank %d: %v", r, err)

@@ -38,11 +38,15 @@ func TestProgress(t *testing.T) {
 			ts.fillShape(shapes(params.Size, true)["uneven"], 9)
 			for _, op := range []string{"encode", "rebuild"} {
 				logs := make([]*progressLog, params.Size)
+				var ms []Member
+				if op == "encode" {
+					ms = ts.listAll()
+				}
 				_, errs := runAll(t, params.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
 					logs[r] = &progressLog{}
 					opt := WithProgress(logs[r].fn)
 					if op == "encode" {
-						return Encode(ctx, ts.p, ts.member(r), links, opt)
+						return Encode(ctx, ts.p, ms[r], links, opt)
 					}
 					return Rebuild(ctx, ts.p, ts.member(r), []int{1, 2}[:min(2, params.Tolerance())], links, opt)
 				})

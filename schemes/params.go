@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/redfile"
 )
 
@@ -149,6 +150,14 @@ type Member struct {
 	Set     SetInfo
 	Dataset string // dataset name, recorded in headers
 	Dir     string // dataset directory in the cache
+	// Files is what the member holds under Dir, as the dataset's record
+	// lists it (files.Scan made it at completion): what Encode reads, in
+	// this order, and records. Encode does not walk Dir; a file it finds of
+	// another type or size than listed fails it (ErrMismatch), and a file
+	// not listed is not protected, which is right only because a completed
+	// dataset does not change. Rebuild and Inspect ignore it: the
+	// redundancy files list what they restore and check.
+	Files []files.Meta
 }
 
 func (m Member) validate(p Params) error {

@@ -25,9 +25,9 @@ func TestZeroCopyMatchesCopy(t *testing.T) {
 				fill(t, d, uint64(r+7), spec{files: 4, maxSize: 40_000, extras: r == 1})
 			}
 			want := snapshot(t, ts.dirs[1])
-			// Two encodes settle access times (see TestEncodeOverSpare).
-			ts.mustEncode(WithZeroCopy(false))
-			res := ts.mustEncode(WithZeroCopy(false))
+			// The same lists throughout (see TestEncodeOverSpare).
+			ms := ts.listAll()
+			res := ts.mustEncodeAs(ms, WithZeroCopy(false))
 			for r, rs := range res {
 				if rs.Path != PathCopy {
 					t.Fatalf("rank %d: copy path forced, Result.Path %q", r, rs.Path)
@@ -48,7 +48,7 @@ func TestZeroCopyMatchesCopy(t *testing.T) {
 				return res
 			}
 			res = run(true, func(ctx context.Context, r int, links Links) (*Result, error) {
-				return Encode(ctx, p, ts.member(r), links, WithZeroCopy(true))
+				return Encode(ctx, p, ms[r], links, WithZeroCopy(true))
 			})
 			for r, rs := range res {
 				if rs.Path != PathZeroCopy {
@@ -89,13 +89,13 @@ func TestZeroCopyMixedSet(t *testing.T) {
 			for r, d := range ts.dirs {
 				fill(t, d, uint64(r+3), spec{files: 3, maxSize: 30_000})
 			}
-			ts.mustEncode(WithZeroCopy(false))
-			ts.mustEncode(WithZeroCopy(false))
+			ms := ts.listAll()
+			ts.mustEncodeAs(ms, WithZeroCopy(false))
 			copied := ts.redBytes()
 			net := newMemNet()
 			net.fileConns = true
 			_, errs := runAllOn(t, net, p.Size, func(ctx context.Context, r int, links Links) (*Result, error) {
-				return Encode(ctx, p, ts.member(r), links, WithZeroCopy(r%2 == 0))
+				return Encode(ctx, p, ms[r], links, WithZeroCopy(r%2 == 0))
 			})
 			for r, err := range errs {
 				if err != nil {

@@ -231,9 +231,13 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 		f.met.rate.WithLabelValues("flush").Set(rate)
 		f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Done: done, Total: total, Started: start})
 	}
+	shares, err := f.shares(ds)
+	if err != nil {
+		return partReply{}, err
+	}
 	var entries []prefix.Entry
-	for _, dir := range f.shareDirs(ds) {
-		es, err := prefix.Flush(j.ctx, dir, layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, o)
+	for _, sh := range shares {
+		es, err := prefix.Flush(j.ctx, sh.dir, layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, sh.list, o)
 		if err != nil {
 			f.met.rate.WithLabelValues("flush").Set(0)
 			return partReply{}, err
@@ -258,22 +262,37 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	return res, nil
 }
 
-// shareDirs returns the directories of the shares of ds this node holds
-// under its record: its own (the dataset directory) and those it rebuilt
-// for nodes gone from the job; the dataset directory alone when it has no
-// record.
-func (f *Flusher) shareDirs(ds *cache.Dataset) []string {
+// share is a directory of one share of a dataset this node holds, and the
+// files it holds.
+type share struct {
+	dir  string
+	list []files.Meta
+}
+
+// shares returns the shares of ds this node holds under its record: its
+// own (the dataset directory) and those it rebuilt for nodes gone from the
+// job, each with its file list as the record has it (completion made the
+// list, and the dataset has not changed since: nothing walks the tree
+// again). A dataset without a record yet — a flush asked for as it
+// completed, before the job agreed the record — is its directory alone,
+// listed now.
+func (f *Flusher) shares(ds *cache.Dataset) ([]share, error) {
 	rec, err := record.Load(ds.Dir())
 	if err != nil {
-		return []string{ds.Dir()}
+		list, err := files.Scan(ds.Dir())
+		if err != nil {
+			return nil, fmt.Errorf("flush %s, not recorded yet: %w", ds.Name(), err)
+		}
+		return []share{{dir: ds.Dir(), list: list}}, nil
 	}
-	var dirs []string
+	var out []share
 	for _, m := range rec.Held(f.o.Store.NodeID()) {
-		if dir := ds.ShareDir(m.ID); !slices.Contains(dirs, dir) {
-			dirs = append(dirs, dir)
+		dir := ds.ShareDir(m.ID)
+		if !slices.ContainsFunc(out, func(s share) bool { return s.dir == dir }) {
+			out = append(out, share{dir: dir, list: m.Files})
 		}
 	}
-	return dirs
+	return out, nil
 }
 
 // awaitDataset returns the dataset once it is complete here, or nil when
