@@ -1,89 +1,132 @@
 package daemon
 
 import (
+	"encoding/json"
+	"io"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 )
 
-// TestImportRules checks the package boundaries docs/design.md draws: only
-// fs and the packages below it (fs/mount) import go-fuse (and the
-// benchmarks' own baselines), the node tree knows nothing of its mount,
-// the coordination packages know neither each other nor fs nor the
-// daemon, the leaf packages know no coordination, and the leaf packages
-// others build on import only what they are built on.
-func TestImportRules(t *testing.T) {
-	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "github.com/scrfs/scrfs/...").Output()
+const mod = "github.com/scrfs/scrfs/"
+
+// layers places every package of scrfs but the programs and tests at the
+// top (cmd/scrfs, bench/..., e2e) on a layer of the design docs/design.md
+// draws. A package imports only packages of lower layers: never one of its
+// own layer (the coordination packages do not know each other, nor fs
+// them) and never one above. A package missing here fails the test: where
+// a new package sits is a design decision, made here and in the design
+// document together.
+var layers = [][]string{
+	// Ground: utilities and pure functions that know nothing of scrfs.
+	{"internal/atomicfile", "internal/crc32c", "internal/group", "internal/loopback", "internal/sleep", "layout", "fs/mount"},
+	// What the rest is built on: the directories of a job, authenticated
+	// links, configuration, a dataset's file list, the message layer.
+	{"internal/jobdir", "internal/testutil", "peer", "config", "files", "jobnet"},
+	// Who the job is, the node-local store, the redundancy file format,
+	// the prefix, the message layer's transports, the control socket's ABI.
+	{"control", "cluster", "cache", "redfile", "prefix", "jobnet/memnet", "jobnet/peernet"},
+	// A completed dataset's record; the erasure codes.
+	{"record", "schemes"},
+	// The mount's node tree and the coordination protocols.
+	{"fs", "completion", "redundancy", "transfer", "namespace"},
+	// The node builder.
+	{"node"},
+	// What runs nodes: the daemon, the in-process job harness.
+	{"daemon", "node/nodetest"},
+}
+
+// links says which packages may link a module outside scrfs, directly or
+// through others (go list -deps); the top (cmd/scrfs, bench/..., e2e) may
+// link anything.
+var links = map[string][]string{
+	// go-fuse: the node tree and the mount, and what builds them.
+	"github.com/hanwen/go-fuse": {"fs", "fs/mount", "daemon"},
+	// The erasure code: the schemes and who runs them; fs, completion,
+	// transfer, record, redfile and prefix need a dataset's files or
+	// record, not the code.
+	"github.com/klauspost/reedsolomon": {"schemes", "redundancy", "namespace", "node", "daemon", "node/nodetest"},
+}
+
+// pkgInfo is what go list says of one package.
+type pkgInfo struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// listPackages lists every package of the module with its imports and
+// dependencies (not its tests').
+func listPackages(t *testing.T) []pkgInfo {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", mod+"...").Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
-	const mod = "github.com/scrfs/scrfs/"
-	coordination := []string{"jobnet", "jobnet/memnet", "completion", "redundancy", "transfer"}
-	forbidden := map[string][]string{
-		"cache":      {"fs", "peer", "schemes", "prefix", "daemon", "jobnet", "redundancy", "transfer"},
-		"layout":     {"cache", "fs", "peer", "schemes", "prefix", "config", "daemon"},
-		"schemes":    {"fs", "peer", "prefix", "cache", "daemon", "jobnet", "record"},
-		"prefix":     {"fs", "peer", "schemes", "cache", "daemon", "jobnet"},
-		"peer":       {"cache", "fs", "schemes", "prefix", "daemon", "jobnet"},
-		"control":    {"cache", "fs", "daemon", "redundancy", "transfer"},
-		"jobnet":     {"cache", "fs", "schemes", "prefix", "daemon", "redundancy", "transfer"},
-		"redundancy": {"fs", "prefix", "peer", "daemon", "transfer"},
-		"transfer":   {"fs", "schemes", "peer", "daemon", "redundancy", "control"},
-		"completion": {"fs", "prefix", "peer", "daemon", "redundancy", "transfer", "schemes"},
-		"namespace":  {"fs", "peer", "prefix", "daemon", "completion", "redundancy", "transfer"},
-		"record":     {"cache", "fs", "peer", "prefix", "daemon", "jobnet", "completion", "redundancy", "transfer", "schemes"},
-		"cmd/scrfs":  {"redundancy", "transfer", "jobnet"},
-		"fs":         {"fs/mount", "peer", "jobnet", "completion", "redundancy", "transfer", "namespace", "prefix", "daemon", "schemes"},
-	}
-	// Leaf packages below others import nothing of scrfs but these.
-	only := map[string][]string{
-		"files":   {"layout"},
-		"redfile": {"layout", "files"},
-	}
-	// fs/mount serves any node tree and imports nothing of scrfs, so
-	// fs's own tests can mount with it.
-	const mountPkg = "fs/mount"
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkg, imports := strings.TrimPrefix(f[0], mod), f[1:]
-		for _, imp := range imports {
-			if strings.HasPrefix(imp, "github.com/hanwen/go-fuse") && pkg != "fs" && !strings.HasPrefix(pkg, "fs/") && !strings.HasPrefix(pkg, "bench/") {
-				t.Errorf("%s imports %s: only fs and fs/... may", pkg, imp)
-			}
-			own := strings.TrimPrefix(imp, mod)
-			if !strings.HasPrefix(imp, mod) {
-				continue
-			}
-			if pkg == mountPkg {
-				t.Errorf("%s imports %s", pkg, own)
-			}
-			if slices.Contains(forbidden[pkg], own) {
-				t.Errorf("%s imports %s", pkg, own)
-			}
-			if allowed, leaf := only[pkg]; leaf && !slices.Contains(allowed, own) && !strings.HasPrefix(own, "internal/") {
-				t.Errorf("leaf package %s imports %s", pkg, own)
-			}
-			if slices.Contains(coordination, pkg) && slices.Contains(coordination, own) && own != "jobnet" {
-				t.Errorf("coordination package %s imports %s", pkg, own)
-			}
+	var pkgs []pkgInfo
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkgInfo
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
 		}
+		p.ImportPath = strings.TrimPrefix(p.ImportPath, mod)
+		pkgs = append(pkgs, p)
 	}
+	return pkgs
 }
 
-// TestErasureCodeStaysInSchemes: the packages that only need a dataset's
-// files, its record or the redundancy file format do not link the erasure
-// code (Reed-Solomon), which only the schemes and who runs them need.
-func TestErasureCodeStaysInSchemes(t *testing.T) {
-	const mod = "github.com/scrfs/scrfs/"
-	for _, pkg := range []string{"files", "redfile", "record", "prefix", "fs", "completion", "transfer"} {
-		out, err := exec.Command("go", "list", "-deps", mod+pkg).Output()
-		if err != nil {
-			t.Skipf("go list: %v", err)
+// layerOf returns pkg's layer, or -1 for the top.
+func layerOf(t *testing.T, pkg string) int {
+	for i, l := range layers {
+		if slices.Contains(l, pkg) {
+			return i
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			if strings.Contains(dep, "reedsolomon") || dep == mod+"schemes" {
-				t.Errorf("%s links %s", pkg, dep)
+	}
+	if pkg == "cmd/scrfs" || pkg == "e2e" || strings.HasPrefix(pkg, "bench/") {
+		return -1
+	}
+	t.Errorf("package %s has no layer: place it in layers (and docs/design.md)", pkg)
+	return -1
+}
+
+// TestImportRules checks the design's rules on the module's import graph:
+// layers (above), what may link go-fuse and the erasure code, and where
+// packages may be used from.
+func TestImportRules(t *testing.T) {
+	for _, p := range listPackages(t) {
+		layer := layerOf(t, p.ImportPath)
+		for _, imp := range p.Imports {
+			own, ok := strings.CutPrefix(imp, mod)
+			if !ok {
+				if strings.HasPrefix(imp, "github.com/hanwen/go-fuse") && p.ImportPath != "fs" && p.ImportPath != "fs/mount" && p.ImportPath != "bench/loopback" {
+					t.Errorf("%s imports %s: only fs and fs/mount may (and bench/loopback, go-fuse's own baseline)", p.ImportPath, imp)
+				}
+				continue
+			}
+			if l := layerOf(t, own); layer >= 0 && (l < 0 || l >= layer) {
+				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only lower layers", p.ImportPath, layer, own, l)
+			}
+		}
+		for _, dep := range p.Deps {
+			own, inModule := strings.CutPrefix(dep, mod)
+			switch {
+			case strings.HasPrefix(p.ImportPath, "internal/") && inModule && !strings.HasPrefix(own, "internal/"):
+				t.Errorf("%s depends on %s: internal/ holds ground utilities only", p.ImportPath, own)
+			case p.ImportPath == "jobnet" && own == "peer":
+				t.Errorf("jobnet depends on peer: only jobnet/peernet joins them")
+			case own == "daemon" && p.ImportPath != "cmd/scrfs":
+				t.Errorf("%s depends on daemon: only the command line runs it", p.ImportPath)
+			case own == "node/nodetest":
+				t.Errorf("%s depends on node/nodetest, the test harness", p.ImportPath)
+			}
+			for module, may := range links {
+				if strings.HasPrefix(dep, module) && layer >= 0 && !slices.Contains(may, p.ImportPath) {
+					t.Errorf("%s links %s", p.ImportPath, module)
+				}
 			}
 		}
 	}
