@@ -10,10 +10,10 @@
 // dataset — every node asks node 0 before it creates a dataset the
 // application starts (Begin, which the mount asks, through the node, before
 // it asks the store). When a completion rule fires anywhere, or `scrfs
-// complete` runs, node 0 asks every node for its share: the node completes the dataset locally (its files closed) and
-// answers with its identity, the run that created its copy and its file
-// list, or that it holds nothing, or that it lost its copy. A share stands
-// when
+// complete` runs, node 0 asks every node for its share: the node
+// completes the dataset locally (its files closed) and answers with its
+// identity, the run that created its copy and its file list, or that it
+// holds nothing, or that it lost its copy. A share stands when
 //
 //   - the node holds the dataset, created by a run that began it, and no
 //     other run of the same identity ever began it (a run that crashed
