@@ -316,3 +316,21 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("scrfs commands of the unit: %v", lines)
 	}
 }
+
+// TestCIRunsTheREADMECommand: .ci/run ends with exactly the test command
+// README.md's "Test it" gives, so what CI passes is what a user runs.
+func TestCIRunsTheREADMECommand(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	must(t, err)
+	ci, err := os.ReadFile("../.ci/run")
+	must(t, err)
+	_, rest, ok := strings.Cut(string(readme), "## Test it\n\n```sh\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Test it" section opening with a sh block`)
+	}
+	cmd, _, _ := strings.Cut(rest, "\n")
+	lines := strings.Split(strings.TrimSpace(string(ci)), "\n")
+	if last := lines[len(lines)-1]; last != cmd {
+		t.Fatalf(".ci/run ends with %q; README.md's test command is %q", last, cmd)
+	}
+}
