@@ -278,12 +278,15 @@ func (s *Store) Drop(name, why string) error {
 	return nil
 }
 
-// FailWriting fails every dataset still being written: after a restart they
-// can never be completed (their writers are gone), and SCR only ever
-// restarts from complete checkpoints.
+// FailWriting fails every dataset an earlier run of the daemon left being
+// written: after a restart they can never be completed (their writers are
+// gone), and SCR only ever restarts from complete checkpoints. Datasets
+// this run created are left alone: the job may start one on this node
+// while it restores (another node began it), or the application through
+// the mount, which is up by then.
 func (s *Store) FailWriting(reason string) {
 	for _, d := range s.Datasets() {
-		if d.State() == Writing {
+		if info := d.Info(); info.State == Writing && info.Began != s.opts.Incarnation {
 			if err := s.Fail(d.Name(), reason); err != nil {
 				s.log.Warn("fail incomplete dataset", "dataset", d.Name(), "err", err)
 			}

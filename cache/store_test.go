@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -24,6 +25,7 @@ type testStore struct {
 	completes []string
 	removes   []string
 	done      chan string // receives every completed dataset's name
+	runs      int         // opens so far
 }
 
 // newTestStore opens a store on temp dirs; opts may change its options.
@@ -50,6 +52,9 @@ func (ts *testStore) reopen(t *testing.T) {
 	if ts.Store != nil {
 		ts.Store.Close()
 	}
+	// Every open is a run of its own, as every start of a daemon is.
+	ts.runs++
+	ts.opts.Incarnation = fmt.Sprint("run-", ts.runs)
 	s, err := Open(ts.opts)
 	if err != nil {
 		t.Fatal(err)
@@ -440,6 +445,11 @@ func TestDropAndFailWriting(t *testing.T) {
 	ts.RequestComplete("done", "t")
 	ts.awaitComplete(t, "done")
 	ts.write(t, "partial", "f", 1)
+	ts.FailWriting("incomplete at restart")
+	if ts.Get("partial") == nil {
+		t.Fatal("FailWriting failed a dataset of the store's own run")
+	}
+	ts.reopen(t) // a restart: the dataset is an earlier run's now
 	ts.FailWriting("incomplete at restart")
 	if ts.Get("partial") != nil || len(ts.Failures()) != 1 || ts.Failures()[0].Reason != "incomplete at restart" {
 		t.Fatalf("partial dataset: %+v, failures %+v", ts.Get("partial"), ts.Failures())
