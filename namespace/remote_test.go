@@ -47,7 +47,9 @@ func bigJob(t *testing.T) (*nodetest.Job, []byte, []*prometheus.Registry, []*ato
 		},
 	}, nodetest.Config{
 		Scheme: layout.Scheme{Kind: layout.KindXOR}, SetSize: 4,
-		Options: node.Options{Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: 2 * time.Second,
+		// No node of it goes down: the bounds are for a machine as busy as
+		// it gets, not a guess at how fast a healthy holder serves.
+		Options: node.Options{Timeout: 10 * time.Second, ConnectTimeout: 10 * time.Second, MemberTimeout: 30 * time.Second,
 			FetchWhole: 64 << 20},
 		PerNode: func(i int, o *node.Options) {
 			regs[i] = prometheus.NewRegistry()
