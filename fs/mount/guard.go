@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -54,13 +55,25 @@ func startGuard(args []string, conn int) (int, error) {
 // the daemon is killed but held. It reports whether it aborted the
 // connection; an error says the daemon was held and the abort failed.
 func Guard(pid, conn int) (aborted bool, err error) {
+	// A daemon exiting normally may look held for a moment (its last thread
+	// in the kernel, SIGKILL sent to the others); a held one stays so.
+	heldBefore := false
 	for {
 		time.Sleep(guardPoll)
-		switch gone, held := procFate(pid); {
+		gone, held := procFate(pid)
+		held, heldBefore = held && heldBefore, held
+		switch {
 		case gone:
 			return false, nil // it exited: closing its device ended the connection
 		case held:
-			if err := abortConnection(conn); err != nil {
+			err := abortConnection(conn)
+			if errors.Is(err, os.ErrNotExist) {
+				// The connection ended as the guard looked: the daemon was
+				// exiting (its last thread in the kernel for a moment, the
+				// others already told to go), not held.
+				return false, nil
+			}
+			if err != nil {
 				return false, fmt.Errorf("daemon %d was killed and is held in the kernel; %w", pid, err)
 			}
 			return true, nil
