@@ -28,6 +28,7 @@ func (s *Store) finishCompletion(d *Dataset) {
 	dir := layout.DatasetDir(s.CacheDir(), d.name)
 	d.mu.Unlock()
 
+	s.removePlaceholders(d)
 	usage, err := scanUsage(dir)
 
 	s.mu.Lock()

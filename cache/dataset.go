@@ -35,6 +35,9 @@ type Dataset struct {
 	pins       int // holds against eviction (encode, flush in progress)
 	flush      FlushStatus
 	removed    bool
+	// placeholders are files made here only to show names other nodes
+	// created (see Placeholder).
+	placeholders map[string]bool
 }
 
 // Name returns the dataset's current name (a rename may change it).
@@ -117,6 +120,7 @@ func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
 		d.files++
 	}
 	d.lastClose = time.Now()
+	d.wroteLocked(rel)
 	marker := d.store.isMarker(rel)
 	ready := d.writers == 0 && d.completing != ""
 	if d.writers == 0 && !ready && !marker {

@@ -19,13 +19,14 @@ import (
 //	           application once the job agreed (Obtain), or      without the application making it here)
 //	           because another node started it (Started, ByJob)
 //	Renamed    a writing dataset was renamed here: by the        fs (ByJob: the old name is gone, the
-//	           application (Rename) or after another node        new one appeared)
-//	           renamed it (Renamed, ByJob)
+//	           application (Rename) or after another node        new one appeared), names (keeps its
+//	           renamed it (Renamed, ByJob)                      entries under the new name)
 //	RuleFired  a completion rule fired here for a writing        completion (completion is job-wide:
 //	           dataset                                          node 0 completes it on every node)
 //	Completed  every file of a dataset is closed here and its    completion (node 0 waits for this node's
 //	           completion requested: it is complete here         share), transfer (flush.every counts it)
-//	Recorded   the job agreed the dataset's record (SetRecord)   redundancy (protects it under its record)
+//	Recorded   the job agreed the dataset's record (SetRecord)   redundancy (protects it under its record),
+//	                                                            names (its names no longer change)
 //	Revised    its record was revised: a share moved (Revised)   namespace (reads the record again)
 //	Settled    its redundancy is settled here (Settled)          transfer (flushes wait for it)
 //	Adopted    scrfs put a dataset's files in place: fetched,    fs (the directory appeared)
@@ -33,13 +34,19 @@ import (
 //	Fetched    the job fetched it from the prefix: every node    completion (node 0 records it again, so
 //	           adopted its share (Fetched, node 0)               it is protected under today's scheme)
 //	Removed    it left the cache: evicted, failed or dropped     fs (drops it from the kernel's caches),
-//	                                                            completion, transfer, namespace
+//	                                                            completion, transfer, names, namespace
+//	Entry      an entry of a writing dataset was removed or     fs (the kernel drops the name)
+//	           renamed here because the application did so
+//	           on another node (RemoveEntry, RenameEntry)
 //
 // The store calls its listeners on the goroutine that made the change,
 // after the change is persisted (or kept in memory while the store is
 // read-only), without its locks held, in the order they were attached. A
 // listener must not block: what takes time (a round between nodes, an
-// encode) runs in the background of the protocol that owns it.
+// encode) runs in the background of the protocol that owns it. (fs waits,
+// bounded, for the kernel to drop a name an Entry event changed, so that
+// the call on the node that changed it returns only once every node shows
+// the change: see fs/names.go.)
 
 // EventKind names a dataset event.
 type EventKind uint8
@@ -56,12 +63,13 @@ const (
 	EventAdopted
 	EventFetched
 	EventRemoved
+	EventEntry
 )
 
 var eventNames = [...]string{
 	EventStarted: "started", EventRenamed: "renamed", EventRuleFired: "rule fired", EventCompleted: "completed",
 	EventRecorded: "recorded", EventRevised: "revised", EventSettled: "settled", EventAdopted: "adopted",
-	EventFetched: "fetched", EventRemoved: "removed",
+	EventFetched: "fetched", EventRemoved: "removed", EventEntry: "entry",
 }
 
 // String returns the event's name.
@@ -81,6 +89,8 @@ type Event struct {
 	From string
 	// Reason is why a RuleFired rule fired.
 	Reason string
+	// Path is the entry inside the dataset an Entry event is about.
+	Path string
 	// ByJob marks a Started or Renamed dataset that the job changed on
 	// another node's behalf, not the application through this mount.
 	ByJob bool

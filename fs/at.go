@@ -18,10 +18,6 @@ import (
 // dataset's directory without symlinks keeps every operation inside it
 // even if an entry is swapped for a symlink between lookup and use.
 
-// maxAt is the longest path one system call accepts (PATH_MAX, 4096,
-// counts the terminating NUL). Longer directory paths are opened in pieces.
-const maxAt = 4096 - 1
-
 // openFlags are the open(2) flags passed on to the cache file. openat2
 // rejects the kernel-internal bits FUSE forwards (where open(2) ignores
 // them), and O_DIRECT is dropped because the cache file system may not
@@ -58,34 +54,6 @@ func (f *FS) at(d *cache.Dataset, rel string) (entry, error) {
 		return entry{}, err
 	}
 	return entry{dir: ref.fd, name: name, ref: ref}, nil
-}
-
-// openDirBeneath opens directory p, a path below dirfd, as an O_PATH
-// descriptor, refusing symlinks and anything outside dirfd, in pieces short
-// enough for one system call each.
-func openDirBeneath(dirfd int, p string) (int, error) {
-	cur, own := dirfd, false
-	for p != "" {
-		piece := p
-		p = ""
-		if len(piece) > maxAt {
-			// Names are at most 255 bytes, so a separator comes well before.
-			i := strings.LastIndexByte(piece[:maxAt], '/')
-			piece, p = piece[:i], piece[i+1:]
-		}
-		fd, err := unix.Openat2(cur, piece, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS,
-		})
-		if own {
-			syscall.Close(cur)
-		}
-		if err != nil {
-			return -1, err
-		}
-		cur, own = fd, true
-	}
-	return cur, nil
 }
 
 // open opens entry e without following a symlink at its last component.

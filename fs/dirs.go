@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/beneath"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,7 +87,7 @@ func (c *dirCache) open(d *cache.Dataset, rel string) (int, error) {
 		return -1, err
 	}
 	defer anchor.release()
-	return openDirBeneath(anchor.fd, rel)
+	return beneath.OpenDir(anchor.fd, rel)
 }
 
 // release lets go of one hold on the descriptor.
