@@ -20,7 +20,7 @@ const mod = "github.com/scrfs/scrfs/"
 // document together.
 var layers = [][]string{
 	// Ground: utilities and pure functions that know nothing of scrfs.
-	{"internal/atomicfile", "internal/crc32c", "internal/group", "internal/loopback", "internal/sleep", "layout", "fs/mount"},
+	{"internal/atomicfile", "internal/beneath", "internal/crc32c", "internal/group", "internal/loopback", "internal/sleep", "layout", "fs/mount"},
 	// What the rest is built on: the directories of a job, authenticated
 	// links, configuration, a dataset's file list, the message layer.
 	{"internal/jobdir", "internal/testutil", "peer", "config", "files", "jobnet"},
@@ -30,7 +30,7 @@ var layers = [][]string{
 	// A completed dataset's record; the erasure codes.
 	{"record", "schemes"},
 	// The mount's node tree and the coordination protocols.
-	{"fs", "completion", "redundancy", "transfer", "namespace"},
+	{"fs", "completion", "redundancy", "transfer", "namespace", "names"},
 	// The node builder.
 	{"node"},
 	// What runs nodes: the daemon, the in-process job harness.

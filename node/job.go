@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/names"
 )
 
 // What the mount asks the job (fs.Job) before it changes the job-wide
@@ -37,4 +39,59 @@ func (n *Node) forMount(ctx context.Context) (context.Context, context.CancelFun
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(n.mountCalls, cancel)
 	return ctx, func() { stop(); cancel() }
+}
+
+// The names of a dataset being written are the job's (package names): the
+// mount asks their owners before it changes or misses one. In a job of one
+// node every name is this node's own, and nothing is asked (Shared).
+
+// Shared reports whether the names of datasets being written are shared
+// with other nodes, so the mount must ask the job about them.
+func (n *Node) Shared() bool { return n.size > 1 }
+
+// CreateName records entry m at path rel of writing dataset ds, created
+// here, and reports whether other nodes hold it too (another created it
+// first, or looked it up).
+func (n *Node) CreateName(ctx context.Context, ds, rel string, m files.Meta, excl bool) (shared bool, err error) {
+	ctx, stop := n.forMount(ctx)
+	defer stop()
+	e, err := n.Names.Create(ctx, ds, rel, names.Entry{Type: m.Type, Mode: m.Mode, Target: m.Target}, excl)
+	return len(e.Holders) > 1, err
+}
+
+// LookupName returns entry rel of writing dataset ds as another node
+// created it; this node then makes its own copy of the name.
+func (n *Node) LookupName(ctx context.Context, ds, rel string) (files.Meta, error) {
+	ctx, stop := n.forMount(ctx)
+	defer stop()
+	e, err := n.Names.Lookup(ctx, ds, rel)
+	return files.Meta{Path: rel, Type: e.Type, Mode: e.Mode, Target: e.Target}, err
+}
+
+// RemoveName removes entry rel of writing dataset ds on every other node.
+func (n *Node) RemoveName(ctx context.Context, ds, rel string, dir bool) error {
+	ctx, stop := n.forMount(ctx)
+	defer stop()
+	return n.Names.Remove(ctx, ds, rel, dir)
+}
+
+// RenameName renames entry from of writing dataset ds to to on every
+// other node.
+func (n *Node) RenameName(ctx context.Context, ds, from, to string) error {
+	ctx, stop := n.forMount(ctx)
+	defer stop()
+	return n.Names.Rename(ctx, ds, from, to)
+}
+
+// ListNames returns the entries directly in directory dir ("" for the
+// root) of writing dataset ds that any node created, by name.
+func (n *Node) ListNames(ctx context.Context, ds, dir string) ([]files.Meta, error) {
+	ctx, stop := n.forMount(ctx)
+	defer stop()
+	es, err := n.Names.List(ctx, ds, dir)
+	out := make([]files.Meta, 0, len(es))
+	for name, e := range es {
+		out = append(out, files.Meta{Path: name, Type: e.Type, Mode: e.Mode, Target: e.Target})
+	}
+	return out, err
 }

@@ -14,15 +14,18 @@ import (
 //     node (completion);
 //   - it completes here: node 0's request for this node's share goes on
 //     (completion), and it counts towards flush.every (transfer);
-//   - the job agrees its record: it is protected under it (redundancy);
+//   - it is renamed while written: the names it owns move with it (names);
+//   - the job agrees its record: its names no longer change (names), and
+//     it is protected under it (redundancy);
 //   - its redundancy settles: flushes that wait for it go on (transfer);
 //   - its record is revised (a share moved): other nodes' files of it are
 //     looked up anew (namespace);
 //   - the job fetched it from the prefix: node 0 records it again, so it
 //     is protected under today's scheme (completion);
-//   - it leaves the cache: completion, flushes and the namespace forget it.
+//   - it leaves the cache: completion, flushes, the names and the
+//     namespace forget it.
 //
-// Started, Renamed and Adopted concern the mount only (package fs hears
+// Started, Adopted and Entry concern the mount only (package fs hears
 // them). Each protocol's part returns at once; what takes time runs in the
 // protocol's own goroutines.
 func (n *Node) hear(e cache.Event) {
@@ -32,7 +35,10 @@ func (n *Node) hear(e cache.Event) {
 	case cache.EventCompleted:
 		n.Complete.Changed()
 		n.Flusher.Completed()
+	case cache.EventRenamed:
+		n.Names.Renamed(e.From, e.Info.Name)
 	case cache.EventRecorded:
+		n.Names.Drop(e.Info.Name)
 		n.protect(e.Info)
 	case cache.EventSettled:
 		n.Flusher.Settled(e.Info.Name)
@@ -44,6 +50,7 @@ func (n *Node) hear(e cache.Event) {
 		n.Flusher.Lost(e.Info)
 		n.Complete.Changed()
 		n.Namespace.Drop(e.Info.Name)
+		n.Names.Drop(e.Info.Name)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/scrfs/scrfs/completion"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/names"
 	"github.com/scrfs/scrfs/namespace"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/redundancy"
@@ -27,6 +28,7 @@ type Store interface {
 	redundancy.Store
 	transfer.Store
 	namespace.Store
+	names.Store
 	ControlDir() *jobdir.Dir
 	FailWriting(reason string)
 	Drop(name, why string) error
@@ -66,6 +68,8 @@ type Node struct {
 	Protect   *redundancy.Protector
 	Flusher   *transfer.Flusher
 	Namespace *namespace.Namespace
+	// Names are the job-wide names of datasets being written.
+	Names *names.Names
 
 	store Store
 	size  int // nodes in the job
@@ -81,7 +85,7 @@ type Node struct {
 // nodes, so that (say) a flush of a dataset node 0 does not know reaches the
 // CLI as "not found", and a node that does not hold a share yet is asked
 // again. Every node of a job uses the same list: pass it to jobnet.NewMux.
-var ErrorCodes = []jobnet.Code{
+var ErrorCodes = append([]jobnet.Code{
 	{Name: "not_found", Err: cache.ErrNotFound},
 	{Name: "read_only", Err: cache.ErrReadOnly},
 	{Name: "exists", Err: cache.ErrExists},
@@ -94,7 +98,7 @@ var ErrorCodes = []jobnet.Code{
 	// record; an application on another node sees ENOSPC too.
 	{Name: "control_full", Err: cache.ErrControlFull},
 	{Name: "no_space", Err: syscall.ENOSPC},
-}
+}, names.Codes...)
 
 // New builds a node: it creates the protocols, registering their requests
 // on o.Mux (call it before the transport delivers calls), and attaches the
@@ -160,6 +164,8 @@ func New(o Options) (*Node, error) {
 		Roster: roster, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
 		return closeAll(err, n.Flusher, n.Complete, n.Protect)
 	}
+	n.Names = names.New(names.Options{Mux: o.Mux, Store: o.Store, Nodes: cl.Size(),
+		Incarnation: o.Incarnation, MemberTimeout: o.MemberTimeout, Logger: o.Logger})
 	// The prefix's index orders datasets across allocations: sequence
 	// numbers go on after its largest.
 	n.Complete.ReserveSeq(n.Flusher.IndexMax() + 1)

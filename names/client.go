@@ -1,0 +1,160 @@
+package names
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"time"
+
+	"github.com/scrfs/scrfs/internal/sleep"
+	"github.com/scrfs/scrfs/jobnet"
+)
+
+// What the mount asks the owners, on the application's behalf: ctx is its
+// request's, and every call is bounded by the member timeout as well.
+
+// Create records entry e at path rel of writing dataset ds, created here,
+// and returns it as it now stands: Holders lists every node that holds a
+// copy (more than this one: another node created it first). An exclusive
+// create of a file another node created, or a create of another type than
+// the entry has, fails with ErrExists.
+func (n *Names) Create(ctx context.Context, ds, rel string, e Entry, excl bool) (Entry, error) {
+	var out Entry
+	err := n.call(ctx, rel, "create", createMsg{pathMsg: pathMsg{ds, rel}, Entry: e, Excl: excl}, &out)
+	return out, err
+}
+
+// Lookup returns the entry at path rel of writing dataset ds that another
+// node created, and counts this node among its holders: the caller makes
+// its own copy of the name. ErrNotFound says no node created it.
+func (n *Names) Lookup(ctx context.Context, ds, rel string) (Entry, error) {
+	var out Entry
+	err := n.call(ctx, rel, "lookup", pathMsg{ds, rel}, &out)
+	return out, err
+}
+
+// Remove removes entry rel of writing dataset ds job-wide: a directory
+// only if no node holds an entry in it (else ErrNotEmpty). Every other
+// holder removes its copy; the caller removes its own.
+func (n *Names) Remove(ctx context.Context, ds, rel string, dir bool) error {
+	if dir {
+		in, err := n.List(ctx, ds, rel)
+		if err != nil {
+			return err
+		}
+		if len(in) > 0 {
+			return fmt.Errorf("%s/%s holds %s: %w", ds, rel, sortedNames(in)[0], ErrNotEmpty)
+		}
+	}
+	var e Entry
+	if err := n.call(ctx, rel, "remove", pathMsg{ds, rel}, &e); err != nil {
+		return err
+	}
+	n.tell(ctx, e.Holders, applyMsg{pathMsg: pathMsg{ds, rel}, Dir: dir})
+	return nil
+}
+
+// Rename renames entry from of writing dataset ds to to, job-wide, replacing
+// what was at to: every other holder of from renames its copy, and every
+// other holder of what was at to (and of nothing at from) removes it. The
+// caller renames its own. Directories are not renamed this way (the
+// entries below them would all change owners): the caller refuses them.
+func (n *Names) Rename(ctx context.Context, ds, from, to string) error {
+	var e Entry
+	if err := n.call(ctx, from, "remove", pathMsg{ds, from}, &e); err != nil {
+		return err
+	}
+	var put putReply
+	if err := n.call(ctx, to, "put", putMsg{pathMsg: pathMsg{ds, to}, Entry: e}, &put); err != nil {
+		// Put it back rather than lose it; the application's rename fails.
+		if rerr := n.call(ctx, from, "put", putMsg{pathMsg: pathMsg{ds, from}, Entry: e}, nil); rerr != nil {
+			n.log.Error("a renamed entry is in neither of its names' tables", "dataset", ds, "from", from, "to", to, "err", rerr)
+		}
+		return err
+	}
+	n.tell(ctx, e.Holders, applyMsg{pathMsg: pathMsg{ds, from}, To: to})
+	if put.Old != nil {
+		var gone []int
+		for _, h := range put.Old.Holders {
+			if !slices.Contains(e.Holders, h) {
+				gone = append(gone, h)
+			}
+		}
+		n.tell(ctx, gone, applyMsg{pathMsg: pathMsg{ds, to}})
+	}
+	return nil
+}
+
+// List returns every entry directly in directory dir ("" for the root) of
+// writing dataset ds that some node created, by name: every node answers
+// with those it owns.
+func (n *Names) List(ctx context.Context, ds, dir string) (map[string]Entry, error) {
+	ctx, cancel := n.callContext(ctx)
+	defer cancel()
+	out := map[string]Entry{}
+	var failed error
+	n.net.FanoutEach(ctx, n.all(), "list", listMsg{Dataset: ds, Dir: dir}, func(node int, r jobnet.Reply) {
+		var part map[string]Entry
+		if err := r.Decode(&part); err != nil {
+			failed = fmt.Errorf("names: list %s/%s: node %d: %w", ds, dir, node, err)
+			return
+		}
+		for name, e := range part {
+			out[name] = e
+		}
+	})
+	return out, failed
+}
+
+// call sends a request about path rel to its owner: again, until the
+// member timeout, while the owner has not heard that the dataset began.
+// An owner that cannot be reached, or cannot speak for the dataset, fails
+// the call with ErrUnknown.
+func (n *Names) call(ctx context.Context, rel, kind string, req, resp any) error {
+	ctx, cancel := n.callContext(ctx)
+	defer cancel()
+	owner := n.owner(rel)
+	wait := sleep.Backoff{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}
+	for {
+		err := n.net.Call(ctx, owner, kind, req, resp)
+		switch {
+		case err == nil:
+			return nil
+		case !jobnet.IsRemote(err):
+			return fmt.Errorf("names: node %d, which keeps %s, did not answer (%v): %w", owner, path.Clean(rel), err, ErrUnknown)
+		case !errors.Is(err, errNotYet):
+			return err
+		}
+		if wait.Wait(ctx) != nil {
+			return fmt.Errorf("names: node %d, which keeps %s, never heard that the dataset began: %w", owner, path.Clean(rel), ErrUnknown)
+		}
+	}
+}
+
+// tell has every holder but this node apply m to its copy. A holder that
+// cannot be told keeps a copy the application no longer has; it is down,
+// and the dataset fails anyway, since a node that stops while a dataset is
+// written fails it.
+func (n *Names) tell(ctx context.Context, holders []int, m applyMsg) {
+	others := slices.DeleteFunc(slices.Clone(holders), func(h int) bool { return h == n.self })
+	if len(others) == 0 {
+		return
+	}
+	ctx, cancel := n.callContext(ctx)
+	defer cancel()
+	for node, err := range n.net.CallAll(ctx, others, "apply", m) {
+		n.log.Warn("a node could not change its copy of an entry as the job did", "dataset", m.Dataset,
+			"path", m.Path, "to", m.To, "peer", node, "err", err)
+	}
+}
+
+// all returns every node index of the job.
+func (n *Names) all() []int {
+	out := make([]int, n.o.Nodes)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

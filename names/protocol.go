@@ -1,0 +1,138 @@
+package names
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/jobnet"
+	"github.com/scrfs/scrfs/layout"
+)
+
+// pathMsg names an entry of a writing dataset.
+type pathMsg struct {
+	Dataset string `json:"dataset"`
+	Path    string `json:"path"`
+}
+
+// Check implements jobnet.Checker: nothing a peer sends reaches a path
+// unchecked.
+func (m pathMsg) Check() error {
+	if err := layout.CheckDatasetName(m.Dataset); err != nil {
+		return err
+	}
+	return files.CheckPath(m.Path)
+}
+
+// createMsg asks the owner to record an entry created on the asking node.
+type createMsg struct {
+	pathMsg
+	Entry Entry `json:"entry"`
+	Excl  bool  `json:"excl,omitempty"`
+}
+
+// putMsg asks the owner to set an entry (a rename's target).
+type putMsg struct {
+	pathMsg
+	Entry Entry `json:"entry"`
+}
+
+// putReply is the entry a put replaced, if any.
+type putReply struct {
+	Old *Entry `json:"old,omitempty"`
+}
+
+// listMsg asks a node for the entries it owns in a directory.
+type listMsg struct {
+	Dataset string `json:"dataset"`
+	Dir     string `json:"dir,omitempty"`
+}
+
+// Check implements jobnet.Checker.
+func (m listMsg) Check() error {
+	if err := layout.CheckDatasetName(m.Dataset); err != nil {
+		return err
+	}
+	if m.Dir == "" {
+		return nil
+	}
+	return files.CheckPath(m.Dir)
+}
+
+// applyMsg asks a holder to do to its copy of an entry what the job did:
+// remove it, or rename it to To.
+type applyMsg struct {
+	pathMsg
+	To  string `json:"to,omitempty"`
+	Dir bool   `json:"dir,omitempty"`
+}
+
+// Check implements jobnet.Checker.
+func (m applyMsg) Check() error {
+	if err := m.pathMsg.Check(); err != nil {
+		return err
+	}
+	if m.To == "" {
+		return nil
+	}
+	return files.CheckPath(m.To)
+}
+
+// handle registers the requests of the names protocol.
+func (n *Names) handle() {
+	jobnet.Handle(n.net, "create", func(ctx context.Context, from int, m createMsg) (any, error) {
+		if err := checkEntry(m.Entry); err != nil {
+			return nil, err
+		}
+		if err := n.speaksFor(m.Dataset); err != nil {
+			return nil, err
+		}
+		return n.own.create(m.Dataset, m.Path, m.Entry, m.Excl, from)
+	})
+	jobnet.Handle(n.net, "lookup", func(ctx context.Context, from int, m pathMsg) (any, error) {
+		if err := n.speaksFor(m.Dataset); err != nil {
+			return nil, err
+		}
+		return n.own.lookup(m.Dataset, m.Path, from)
+	})
+	jobnet.Handle(n.net, "remove", func(ctx context.Context, from int, m pathMsg) (any, error) {
+		if err := n.speaksFor(m.Dataset); err != nil {
+			return nil, err
+		}
+		return n.own.remove(m.Dataset, m.Path)
+	})
+	jobnet.Handle(n.net, "put", func(ctx context.Context, from int, m putMsg) (any, error) {
+		if err := checkEntry(m.Entry); err != nil {
+			return nil, err
+		}
+		if err := n.speaksFor(m.Dataset); err != nil {
+			return nil, err
+		}
+		return putReply{Old: n.own.put(m.Dataset, m.Path, m.Entry)}, nil
+	})
+	jobnet.Handle(n.net, "list", func(ctx context.Context, from int, m listMsg) (any, error) {
+		if err := n.speaksFor(m.Dataset); err != nil {
+			return nil, err
+		}
+		return n.own.list(m.Dataset, m.Dir), nil
+	})
+	jobnet.Handle(n.net, "apply", func(ctx context.Context, from int, m applyMsg) (any, error) {
+		if m.To != "" {
+			return struct{}{}, n.o.Store.RenameEntry(m.Dataset, m.Path, m.To)
+		}
+		return struct{}{}, n.o.Store.RemoveEntry(m.Dataset, m.Path, m.Dir)
+	})
+}
+
+// checkEntry checks an entry a peer sent.
+func checkEntry(e Entry) error {
+	switch {
+	case e.Type != files.Regular && e.Type != files.Dir && e.Type != files.Symlink:
+		return fmt.Errorf("entry of type %s: only files, directories and symlinks are created job-wide", e.Type)
+	case e.Mode&^0o7777 != 0:
+		return fmt.Errorf("entry mode %#o has bits beyond 07777", e.Mode)
+	case (e.Type == files.Symlink) != (e.Target != ""):
+		return fmt.Errorf("entry of type %s with target %q", e.Type, e.Target)
+	}
+	return nil
+}
