@@ -3,8 +3,10 @@ package fs
 import (
 	"context"
 	"fmt"
+	"syscall"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/files"
 )
 
 // Job is what the mount asks the rest of the job before it changes the
@@ -18,6 +20,24 @@ type Job interface {
 	// Rename returns once the job renamed writing dataset from to route
 	// to on the other nodes.
 	Rename(ctx context.Context, from string, to cache.Route) error
+
+	// Shared reports whether the names inside datasets being written are
+	// shared with other nodes (see names.go); the calls below are made
+	// only when they are.
+	Shared() bool
+	// CreateName records entry m (type, mode, symlink target) at path rel
+	// of writing dataset ds, created here, and reports whether other
+	// nodes hold it too. excl: fail if any node created it first.
+	CreateName(ctx context.Context, ds, rel string, m files.Meta, excl bool) (shared bool, err error)
+	// LookupName returns entry rel of ds as another node created it.
+	LookupName(ctx context.Context, ds, rel string) (files.Meta, error)
+	// RemoveName and RenameName remove or rename an entry on the other
+	// nodes that hold it.
+	RemoveName(ctx context.Context, ds, rel string, dir bool) error
+	RenameName(ctx context.Context, ds, from, to string) error
+	// ListNames returns the entries in directory dir of ds that any node
+	// created (Path is the name in dir).
+	ListNames(ctx context.Context, ds, dir string) ([]files.Meta, error)
 }
 
 // alone is the Job of a mount with no job to ask (Options.Job nil).
@@ -25,6 +45,16 @@ type alone struct{}
 
 func (alone) Begin(context.Context, cache.Route) error          { return nil }
 func (alone) Rename(context.Context, string, cache.Route) error { return nil }
+func (alone) Shared() bool                                      { return false }
+func (alone) CreateName(context.Context, string, string, files.Meta, bool) (bool, error) {
+	return false, nil
+}
+func (alone) LookupName(context.Context, string, string) (files.Meta, error) {
+	return files.Meta{}, syscall.ENOENT
+}
+func (alone) RemoveName(context.Context, string, string, bool) error          { return nil }
+func (alone) RenameName(context.Context, string, string, string) error        { return nil }
+func (alone) ListNames(context.Context, string, string) ([]files.Meta, error) { return nil, nil }
 
 // obtain returns the writing dataset r names, starting it when it is new:
 // the job hears of it first, then the store creates it. created reports a
@@ -67,5 +97,7 @@ func (f *FS) hear(e cache.Event) {
 		f.appeared(e.Route())
 	case cache.EventRemoved:
 		f.forget(e.Route())
+	case cache.EventEntry:
+		f.entryChanged(e.Info, e.Path)
 	}
 }

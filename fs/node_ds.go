@@ -104,10 +104,13 @@ func (n *dsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 	}
 	defer e.release()
 	ch, errno = n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
-	if errno == syscall.ENOENT {
-		return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, rel, out)
+	switch {
+	case errno != syscall.ENOENT:
+		return ch, errno
+	case n.fsys.namesShared(n.ds):
+		return n.lookupElsewhere(ctx, name, rel, out)
 	}
-	return ch, errno
+	return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, rel, out)
 }
 
 // Readdir lists a dataset directory; at the dataset's root, without
@@ -136,10 +139,13 @@ func (n *dsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.
 		}
 		s = &datasetRootStream{DirStream: s, parentIno: parentIno}
 	}
-	if n.fsys.view(n.ds) == nil {
+	rel, _ := n.rel()
+	switch {
+	case n.fsys.namesShared(n.ds):
+		return n.fsys.withNames(ctx, s, n.ds, rel)
+	case n.fsys.view(n.ds) == nil:
 		return s, 0
 	}
-	rel, _ := n.rel()
 	return n.fsys.withRemote(s, n.ds, rel)
 }
 

@@ -2,12 +2,14 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"path"
 	"syscall"
 	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/scrfs/scrfs/files"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,12 +19,18 @@ func (n *dsNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.
 	if errno := n.mutable(name); errno != 0 {
 		return nil, errno
 	}
-	e, _, errno := n.childAt(name)
+	e, rel, errno := n.childAt(name)
 	if errno != 0 {
 		return nil, errno
 	}
 	defer e.release()
-	if err := unix.Mkdirat(e.dir, e.name, mode); err != nil {
+	// Several ranks may make the same directory at once: one directory,
+	// and every mkdir succeeds.
+	elsewhere, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Dir, Mode: mode & 0o7777}, false)
+	if errno != 0 {
+		return nil, errno
+	}
+	if err := unix.Mkdirat(e.dir, e.name, mode); err != nil && !(elsewhere && errors.Is(err, syscall.EEXIST)) {
 		return nil, n.fsys.toErrno(err)
 	}
 	n.fsys.preserveOwner(ctx, e)
@@ -35,11 +43,14 @@ func (n *dsNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	if errno := n.mutable(name); errno != 0 {
 		return errno
 	}
-	e, _, errno := n.childAt(name)
+	e, rel, errno := n.childAt(name)
 	if errno != 0 {
 		return errno
 	}
 	defer e.release()
+	if errno := n.fsys.removeName(ctx, n.ds, rel, true); errno != 0 {
+		return errno
+	}
 	if err := unix.Unlinkat(e.dir, e.name, unix.AT_REMOVEDIR); err != nil {
 		return n.fsys.toErrno(err)
 	}
@@ -57,7 +68,11 @@ func (n *dsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 	if !ok {
 		return nil, nil, 0, syscall.ENOENT
 	}
-	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, path.Join(r, name), flags, mode, out)
+	rel := path.Join(r, name)
+	if _, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Regular, Mode: mode & 0o7777}, flags&syscall.O_EXCL != 0); errno != 0 {
+		return nil, nil, 0, errno
+	}
+	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, rel, flags, mode, out)
 }
 
 // Mknod creates a special file (or a regular file without opening it).
@@ -71,6 +86,11 @@ func (n *dsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 		return nil, errno
 	}
 	defer e.release()
+	if mode&syscall.S_IFMT == syscall.S_IFREG {
+		if _, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Regular, Mode: mode & 0o7777}, true); errno != 0 {
+			return nil, errno
+		}
+	}
 	return n.fsys.mknod(ctx, n.EmbeddedInode(), n.ds, e, rel, mode, rdev, out)
 }
 
@@ -85,6 +105,9 @@ func (n *dsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 		return nil, errno
 	}
 	defer e.release()
+	if _, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Symlink, Mode: 0o777, Target: target}, true); errno != 0 {
+		return nil, errno
+	}
 	return n.fsys.symlink(ctx, n.EmbeddedInode(), n.ds, e, rel, target, out)
 }
 
@@ -103,6 +126,9 @@ func (n *dsNode) Link(ctx context.Context, target gofs.InodeEmbedder, name strin
 		return nil, errno
 	}
 	defer e.release()
+	if _, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Regular, Mode: 0o644}, true); errno != 0 {
+		return nil, errno
+	}
 	return n.fsys.link(ctx, n.EmbeddedInode(), t, e, rel, out)
 }
 
@@ -112,11 +138,14 @@ func (n *dsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 	if n.hidden(name) {
 		return syscall.ENOENT
 	}
-	e, _, errno := n.childAt(name)
+	e, rel, errno := n.childAt(name)
 	if errno != 0 {
 		return errno
 	}
 	defer e.release()
+	if errno := n.fsys.removeName(ctx, n.ds, rel, false); errno != 0 {
+		return errno
+	}
 	return n.fsys.unlink(n.ds, e)
 }
 
@@ -133,7 +162,7 @@ func (n *dsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 	if errno := n.writable(); errno != 0 {
 		return errno
 	}
-	from, _, errno := n.childAt(name)
+	from, fromRel, errno := n.childAt(name)
 	if errno != 0 {
 		return errno
 	}
@@ -143,6 +172,9 @@ func (n *dsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 		return errno
 	}
 	defer to.release()
+	if errno := n.renameName(ctx, from, fromRel, rel, flags); errno != 0 {
+		return errno
+	}
 	if err := unix.Renameat2(from.dir, from.name, to.dir, to.name, uint(flags)); err != nil {
 		return n.fsys.toErrno(err)
 	}
