@@ -216,8 +216,10 @@ func (ch *chaos) mark(ds *chaosDataset) {
 	case err != nil && ds.partial:
 		ch.t.Logf("%s: marker of the interrupted %s on node %d: %v", ch.sc.name, ds.name, i, err)
 		return
-	case err != nil && ds.disturbed && errors.Is(err, os.ErrNotExist):
-		// Killed before it began: the job may have failed it already.
+	case err != nil && ds.disturbed:
+		// Killed before it began: the job may have failed it already, or
+		// the marker's name is kept by a killed node, which cannot speak
+		// for the dataset's names (EIO): either way it cannot complete.
 		ch.t.Logf("%s: marker of %s on node %d: %v", ch.sc.name, ds.name, i, err)
 		return
 	case err != nil:

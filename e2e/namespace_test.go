@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -44,12 +45,27 @@ func writeDCP(t *testing.T, c *Cluster, name string, shard, big int64) []map[str
 	must(t, os.Symlink("replicated.pt", c.Nodes[0].Path(name, "latest")))
 	own := make([]map[string]string, len(c.Nodes))
 	for i, n := range c.Nodes {
-		own[i] = treeMeta(t, n.Path(name))
+		own[i] = ownTree(t, n, name)
 	}
 	must(t, os.WriteFile(c.Nodes[0].Path(name, ".metadata"), []byte("metadata"), 0o644))
 	own[0][".metadata"] = fmt.Sprintf("%v %d %s", os.FileMode(0o644), len("metadata"), sha256hex([]byte("metadata")))
 	c.WaitState(60*time.Second, name, "protected")
 	return own
+}
+
+// ownTree is what node n wrote of dataset name, from its cache: while a
+// dataset is written its mount shows every node's names (issue 29), the
+// files other nodes made as empty placeholders, which the cache has as
+// empty files only once the mount looked them up.
+func ownTree(t *testing.T, n *Node, name string) map[string]string {
+	t.Helper()
+	out := treeMeta(t, n.CacheDir(name))
+	for p, m := range out {
+		if strings.HasPrefix(m, "-") && strings.Contains(m, " 0 ") {
+			delete(out, p)
+		}
+	}
+	return out
 }
 
 // jobView is what node j must show of a dataset the nodes wrote (own):
