@@ -62,8 +62,9 @@ static inline void ckpt_step(const char *fmt, ...)
 }
 
 /*
- * ckpt_die reports a failed call and aborts the whole job: the other ranks
- * may be waiting for this one in a collective call, and would wait forever.
+ * ckpt_die reports a failed call (with MPI's message for err, unless it
+ * is MPI_SUCCESS) and aborts the whole job: the other ranks may be waiting
+ * for this one in a collective call, and would wait forever.
  */
 static inline void ckpt_die(const char *what, int err)
 {
@@ -71,7 +72,7 @@ static inline void ckpt_die(const char *what, int err)
 	int len = 0;
 	if (err != MPI_SUCCESS)
 		MPI_Error_string(err, msg, &len);
-	printf("rank %d: FAILED: %s: %s\n", ckpt_rank, what, msg);
+	printf("rank %d: FAILED: %s%s%s\n", ckpt_rank, what, len > 0 ? ": " : "", msg);
 	fflush(stdout);
 	MPI_Abort(MPI_COMM_WORLD, 2);
 }

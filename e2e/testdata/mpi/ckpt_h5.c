@@ -23,16 +23,24 @@
 #define COLS 512
 #define DATASET "/step/weights"
 
+/* h5fail: HDF5 printed its error stack (HDF5-DIAG) to stderr already. */
+static void h5fail(const char *what)
+{
+	char msg[256];
+	snprintf(msg, sizeof msg, "%s (the HDF5-DIAG lines say why)", what);
+	ckpt_die(msg, MPI_SUCCESS);
+}
+
 static void h5check(herr_t err, const char *what)
 {
 	if (err < 0)
-		ckpt_die(what, MPI_SUCCESS);
+		h5fail(what);
 }
 
 static hid_t h5id(hid_t id, const char *what)
 {
 	if (id < 0)
-		ckpt_die(what, MPI_SUCCESS);
+		h5fail(what);
 	return id;
 }
 
