@@ -231,6 +231,12 @@ func describeRanks(pids []int) string {
 		}
 		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
 		stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", pid))
+		if w := string(wchan); w == "" || w == "0" {
+			// Not blocked in the kernel: MPI's progress loop spins,
+			// waiting for a peer.
+			fmt.Fprintf(&b, "\n  rank %s (pid %d) runs, not blocked in the kernel", rank, pid)
+			continue
+		}
 		fmt.Fprintf(&b, "\n  rank %s (pid %d) waits in %s", rank, pid, wchan)
 		if fuse := fuseFrames(string(stack)); fuse != "" {
 			fmt.Fprintf(&b, " (%s)", fuse)
