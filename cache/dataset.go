@@ -120,7 +120,7 @@ func (d *Dataset) CloseWrite(rel string, grew int64, created bool) {
 		d.files++
 	}
 	d.lastClose = time.Now()
-	d.wroteLocked(rel)
+	d.wroteLocked(rel, grew)
 	marker := d.store.isMarker(rel)
 	ready := d.writers == 0 && d.completing != ""
 	if d.writers == 0 && !ready && !marker {

@@ -20,10 +20,11 @@ import (
 // kernel cached.
 
 // Placeholder records that this node made file rel of writing dataset d
-// only to show a name another node created: it holds none of its bytes.
-// Unless a writer opens it here before the dataset completes, it is not
-// this node's: completion removes it, so the node's share does not claim
-// a file it never wrote.
+// only to show a name another node created, or opened it for writing after
+// another node created it: it holds none of its bytes. Unless a writer
+// here gives it bytes before the dataset completes, it is not this node's:
+// completion removes it, so the node's share does not claim a file it
+// never wrote.
 func (d *Dataset) Placeholder(rel string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -33,10 +34,23 @@ func (d *Dataset) Placeholder(rel string) {
 	d.placeholders[rel] = true
 }
 
-// wroteLocked notes that a writer opened rel here: it is no placeholder.
-// d.mu must be held.
-func (d *Dataset) wroteLocked(rel string) {
-	delete(d.placeholders, rel)
+// wroteLocked notes that a writer of rel here made it grow by grew bytes:
+// a placeholder that holds bytes is this node's. d.mu must be held.
+func (d *Dataset) wroteLocked(rel string, grew int64) {
+	if grew > 0 {
+		delete(d.placeholders, rel)
+	}
+}
+
+// EntryRenamed moves what the dataset knows of entry from (whether it is
+// a placeholder) to to: the application renamed it here.
+func (d *Dataset) EntryRenamed(from, to string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.placeholders[from] {
+		delete(d.placeholders, from)
+		d.placeholders[to] = true
+	}
 }
 
 // removePlaceholders removes the placeholders of d that stayed empty, as
@@ -115,12 +129,7 @@ func (s *Store) RenameEntry(name, from, to string) error {
 	if err != nil {
 		return fmt.Errorf("rename %s/%s to %s: %w", name, from, to, err)
 	}
-	d.mu.Lock()
-	if d.placeholders[from] {
-		delete(d.placeholders, from)
-		d.placeholders[to] = true
-	}
-	d.mu.Unlock()
+	d.EntryRenamed(from, to)
 	info := d.Info()
 	s.report(Event{Kind: EventEntry, Info: info, Path: from})
 	s.report(Event{Kind: EventEntry, Info: info, Path: to})

@@ -69,8 +69,12 @@ func (n *dsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 		return nil, nil, 0, syscall.ENOENT
 	}
 	rel := path.Join(r, name)
-	if _, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Regular, Mode: mode & 0o7777}, flags&syscall.O_EXCL != 0); errno != 0 {
+	joined, errno := n.fsys.createName(ctx, n.ds, rel, files.Meta{Type: files.Regular, Mode: mode & 0o7777}, flags&syscall.O_EXCL != 0)
+	if errno != 0 {
 		return nil, nil, 0, errno
+	}
+	if joined { // another node made it first: this copy holds what is written here, if anything
+		n.ds.Placeholder(rel)
 	}
 	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, rel, flags, mode, out)
 }
@@ -178,6 +182,7 @@ func (n *dsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 	if err := unix.Renameat2(from.dir, from.name, to.dir, to.name, uint(flags)); err != nil {
 		return n.fsys.toErrno(err)
 	}
+	n.ds.EntryRenamed(fromRel, rel)
 	if ch := n.GetChild(name); ch == nil || ch.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR || flags&unix.RENAME_EXCHANGE != 0 {
 		// A directory moved (or may have): paths below it name others now.
 		n.fsys.dirs.renamed(n.ds)
