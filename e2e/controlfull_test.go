@@ -26,16 +26,24 @@ func TestControlFullRestart(t *testing.T) {
 	c, n, want1, free := restartControlFull(t, 2)
 
 	// A checkpoint begun now cannot hold node 2's share: node 2 refuses
-	// it with ENOSPC, and the job fails it rather than protect it.
+	// it with ENOSPC, and the job fails it rather than protect it. The
+	// files whose names node 2 keeps cannot be made either (ENOSPC).
 	for i, node := range c.Nodes {
-		if i != 2 {
-			writeRandom(t, node.Path("ckpt.2", fmt.Sprintf("rank_%d.bin", i)), 50_000, uint64(i))
+		if i == 2 {
+			continue
+		}
+		must(t, os.MkdirAll(node.Path("ckpt.2"), 0o755))
+		err := os.WriteFile(node.Path("ckpt.2", fmt.Sprintf("rank_%d.bin", i)), make([]byte, 50_000), 0o644)
+		if err != nil && !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("node %d: a file of a dataset the read-only node refused: %v, want success or ENOSPC", i, err)
 		}
 	}
 	if err := os.Mkdir(n.Path("ckpt.2"), 0o755); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("mkdir of a new dataset on the read-only node: %v, want ENOSPC", err)
 	}
-	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.2", "COMPLETE"), nil, 0o644))
+	if _, errs, code := c.Nodes[0].CLI("complete", "ckpt.2"); code != 0 {
+		t.Fatalf("scrfs complete ckpt.2: exit %d: %s", code, errs)
+	}
 	c.WaitState(60*time.Second, "ckpt.2", "failed")
 	for i, node := range c.Nodes {
 		st := node.Status()

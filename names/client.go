@@ -122,13 +122,19 @@ func (n *Names) call(ctx context.Context, rel, kind string, req, resp any) error
 		switch {
 		case err == nil:
 			return nil
+		case errors.Is(err, context.Canceled):
+			return err // the daemon stops (EINTR)
 		case !jobnet.IsRemote(err):
-			return fmt.Errorf("names: node %d, which keeps %s, did not answer (%v): %w", owner, path.Clean(rel), err, ErrUnknown)
+			err = fmt.Errorf("names: node %d, which keeps %s, did not answer (%v): %w", owner, path.Clean(rel), err, ErrUnknown)
+			n.log.Warn("a name of a dataset being written cannot be reached: the application's call fails with EIO", "err", err)
+			return err
 		case !errors.Is(err, errNotYet):
 			return err
 		}
 		if wait.Wait(ctx) != nil {
-			return fmt.Errorf("names: node %d, which keeps %s, never heard that the dataset began: %w", owner, path.Clean(rel), ErrUnknown)
+			err = fmt.Errorf("names: node %d, which keeps %s, never heard that the dataset began: %w", owner, path.Clean(rel), ErrUnknown)
+			n.log.Warn("a name of a dataset being written cannot be reached: the application's call fails with EIO", "err", err)
+			return err
 		}
 	}
 }

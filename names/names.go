@@ -20,6 +20,7 @@ import (
 type Store interface {
 	Get(name string) *cache.Dataset
 	Failures() []cache.Info
+	ReadOnly() (cache.ReadOnly, bool)
 	// RemoveEntry removes this node's copy of entry rel of writing
 	// dataset name (a directory only if empty); RenameEntry renames it.
 	// A copy this node does not have is no error.
@@ -141,6 +142,11 @@ func (n *Names) callContext(ctx context.Context) (context.Context, context.Cance
 func (n *Names) speaksFor(ds string) error {
 	d := n.o.Store.Get(ds)
 	if d == nil {
+		if _, readOnly := n.o.Store.ReadOnly(); readOnly {
+			// It refused the dataset: its names cannot be kept here
+			// (ENOSPC, as the dataset's own mkdir got).
+			return fmt.Errorf("node %d cannot hold %s: %w", n.self, ds, cache.ErrControlFull)
+		}
 		for _, f := range n.o.Store.Failures() {
 			if f.Name == ds {
 				return fmt.Errorf("node %d: %s failed here (%s): %w", n.self, ds, f.Reason, ErrUnknown)

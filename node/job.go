@@ -44,6 +44,20 @@ func (n *Node) forMount(ctx context.Context) (context.Context, context.CancelFun
 // The names of a dataset being written are the job's (package names): the
 // mount asks their owners before it changes or misses one. In a job of one
 // node every name is this node's own, and nothing is asked (Shared).
+//
+// A signal does not cut these calls short, unlike Begin: an application's
+// open or mkdir inside a dataset asks an owner on every create, a harmless
+// signal arrives during one often enough (the Go runtime preempts its
+// threads with one), and many programs do not retry open or mkdir on EINTR.
+// The member timeout bounds them, and a stopping daemon ends them
+// (Interrupt).
+
+// forNames returns the context of a call about names for the mount:
+// ended by Interrupt and the member timeout (names), not by a signal to
+// the application.
+func (n *Node) forNames(ctx context.Context) (context.Context, context.CancelFunc) {
+	return n.forMount(context.WithoutCancel(ctx))
+}
 
 // Shared reports whether the names of datasets being written are shared
 // with other nodes, so the mount must ask the job about them.
@@ -53,7 +67,7 @@ func (n *Node) Shared() bool { return n.size > 1 }
 // here, and reports whether other nodes hold it too (another created it
 // first, or looked it up).
 func (n *Node) CreateName(ctx context.Context, ds, rel string, m files.Meta, excl bool) (shared bool, err error) {
-	ctx, stop := n.forMount(ctx)
+	ctx, stop := n.forNames(ctx)
 	defer stop()
 	e, err := n.Names.Create(ctx, ds, rel, names.Entry{Type: m.Type, Mode: m.Mode, Target: m.Target}, excl)
 	return len(e.Holders) > 1, err
@@ -62,7 +76,7 @@ func (n *Node) CreateName(ctx context.Context, ds, rel string, m files.Meta, exc
 // LookupName returns entry rel of writing dataset ds as another node
 // created it; this node then makes its own copy of the name.
 func (n *Node) LookupName(ctx context.Context, ds, rel string) (files.Meta, error) {
-	ctx, stop := n.forMount(ctx)
+	ctx, stop := n.forNames(ctx)
 	defer stop()
 	e, err := n.Names.Lookup(ctx, ds, rel)
 	return files.Meta{Path: rel, Type: e.Type, Mode: e.Mode, Target: e.Target}, err
@@ -70,7 +84,7 @@ func (n *Node) LookupName(ctx context.Context, ds, rel string) (files.Meta, erro
 
 // RemoveName removes entry rel of writing dataset ds on every other node.
 func (n *Node) RemoveName(ctx context.Context, ds, rel string, dir bool) error {
-	ctx, stop := n.forMount(ctx)
+	ctx, stop := n.forNames(ctx)
 	defer stop()
 	return n.Names.Remove(ctx, ds, rel, dir)
 }
@@ -78,7 +92,7 @@ func (n *Node) RemoveName(ctx context.Context, ds, rel string, dir bool) error {
 // RenameName renames entry from of writing dataset ds to to on every
 // other node.
 func (n *Node) RenameName(ctx context.Context, ds, from, to string) error {
-	ctx, stop := n.forMount(ctx)
+	ctx, stop := n.forNames(ctx)
 	defer stop()
 	return n.Names.Rename(ctx, ds, from, to)
 }
@@ -86,7 +100,7 @@ func (n *Node) RenameName(ctx context.Context, ds, from, to string) error {
 // ListNames returns the entries directly in directory dir ("" for the
 // root) of writing dataset ds that any node created, by name.
 func (n *Node) ListNames(ctx context.Context, ds, dir string) ([]files.Meta, error) {
-	ctx, stop := n.forMount(ctx)
+	ctx, stop := n.forNames(ctx)
 	defer stop()
 	es, err := n.Names.List(ctx, ds, dir)
 	out := make([]files.Meta, 0, len(es))
