@@ -22,6 +22,10 @@
 //   - list: readdir and lstat of every entry of a -files dataset on a node
 //     that wrote none of it, beside the node that wrote it all: first
 //     listing, cold kernel caches, warm (target ≤ 2×).
+//   - create: a one-file-per-rank checkpoint's creates, every node
+//     -creates files of -file-size through its own mount, all nodes at
+//     once, with -base (an older build) beside this one round by round
+//     (target: this build ≥ 0.8× the base's rate; issue 29).
 //   - scale: jobs of every size in -scale on this machine: time from
 //     completion until every node's mount shows the whole dataset, and
 //     requests per node per dataset (scrfs_peer_requests_total), which
@@ -52,6 +56,8 @@ type options struct {
 	size                          int64 // remote file
 	shard, replicated, metadata   int64 // DCP pattern
 	files, dirs                   int   // listing
+	creates                       int   // files each node creates
+	base                          string
 	fileSize                      int64
 	scale                         []int // job sizes of the control-plane measurement
 	scaleDatasets                 int
@@ -65,7 +71,7 @@ type options struct {
 }
 
 // measurements are the parts -only selects from, in the order they run.
-var measurements = []string{"remote", "dcp", "torch", "list", "scale"}
+var measurements = []string{"remote", "dcp", "torch", "list", "create", "scale"}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -81,6 +87,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.ranks, "ranks", 1, "DCP pattern: ranks per node (the resharded load has 2 ranks in all)")
 	fs.IntVar(&o.files, "files", 10000, "files of the listed dataset")
 	fs.IntVar(&o.dirs, "dirs", 100, "directories they are spread over")
+	fs.IntVar(&o.creates, "creates", 2000, "files each node creates in the create measurement")
+	fs.StringVar(&o.base, "base", "", "an older scrfs binary the create measurement runs beside this build, round by round")
 	fileSize := fs.String("file-size", "4KiB", "bytes per listed file")
 	scale := fs.String("scale", "4,8,16,32", "job sizes of the control-plane measurement")
 	fs.IntVar(&o.scaleDatasets, "scale-datasets", 5, "measured datasets per job size (after one warm-up)")
@@ -115,8 +123,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.nodes < 3 || o.nodes > 64 {
 		return o, fmt.Errorf("-nodes %d: want 3 to 64 (a writer and two readers)", o.nodes)
 	}
-	if o.rounds < 1 || o.ranks < 1 || o.readers < 1 || o.files < 1 || o.dirs < 1 || o.scaleDatasets < 1 || o.torchRows < 4 {
-		return o, errors.New("-rounds, -ranks, -readers, -files, -dirs and -scale-datasets: want ≥ 1; -torch-rows ≥ 4")
+	if o.rounds < 1 || o.ranks < 1 || o.readers < 1 || o.files < 1 || o.dirs < 1 || o.creates < 1 || o.scaleDatasets < 1 || o.torchRows < 4 {
+		return o, errors.New("-rounds, -ranks, -readers, -files, -dirs, -creates and -scale-datasets: want ≥ 1; -torch-rows ≥ 4")
 	}
 	var err error
 	if o.scale, err = ints(*scale); err != nil {

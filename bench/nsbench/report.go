@@ -109,6 +109,9 @@ func report(w io.Writer, o options, res *results) {
 			fmt.Fprintf(w, "not cold: %s (the writer's kernel still knew the entries it created)\n", r.coldWhy)
 		}
 	}
+	if r := res.create; r != nil && len(r.this) > 0 {
+		reportCreates(w, o, r)
+	}
 	if len(res.scale) > 0 {
 		fmt.Fprintf(w, "\ncontrol plane: every node writes one %s file, node 0 writes COMPLETE; %d datasets per job size after a warm-up\n", job.FormatBytes(scaleFile), o.scaleDatasets)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -41,6 +41,7 @@ type results struct {
 	dcp    *dcpResult
 	torch  *torchResult
 	list   *listResult
+	create *createResult
 	scale  []*scaleResult
 }
 
@@ -95,6 +96,10 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		})
 		fail("main job", err)
 	}
+	if o.does("create") && ctx.Err() == nil {
+		res.create, err = b.creates(ctx)
+		fail("creates", err)
+	}
 	if o.does("scale") {
 		for _, n := range o.scale {
 			if ctx.Err() != nil {
@@ -122,13 +127,18 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // withJob starts a job of n daemons (redundancy sets of setSize) under
 // its own directory, runs f and stops the job.
 func (b *bench) withJob(ctx context.Context, name string, n, setSize int, f func(*job.Cluster) error) error {
+	return b.withJobOf(ctx, b.bin, name, n, setSize, f)
+}
+
+// withJobOf is withJob running scrfs binary bin.
+func (b *bench) withJobOf(ctx context.Context, bin, name string, n, setSize int, f func(*job.Cluster) error) error {
 	port, err := loopback.FreePort(n)
 	if err != nil {
 		return err
 	}
 	dir := filepath.Join(b.work, name)
 	defer os.RemoveAll(dir) // /dev/shm is RAM
-	c, err := job.New(job.Spec{Bin: b.bin, Dir: dir, Nodes: n, Port: port, JobID: jobID, Echo: b.echo,
+	c, err := job.New(job.Spec{Bin: bin, Dir: dir, Nodes: n, Port: port, JobID: jobID, Echo: b.echo,
 		Settings: append([]string{
 			job.MetricsOn,
 			"SCRFS_REDUNDANCY_SCHEME=" + b.o.scheme,

@@ -66,6 +66,9 @@ type Cluster struct {
 	wg   sync.WaitGroup // the processes' waiters
 }
 
+// Bin returns the scrfs binary the cluster runs.
+func (c *Cluster) Bin() string { return c.bin }
+
 // New lays out the nodes of spec; nothing runs until Start.
 func New(spec Spec) (*Cluster, error) {
 	c := &Cluster{bin: spec.Bin, echo: spec.Echo}
