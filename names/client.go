@@ -21,18 +21,14 @@ import (
 // create of a file another node created, or a create of another type than
 // the entry has, fails with ErrExists.
 func (n *Names) Create(ctx context.Context, ds, rel string, e Entry, excl bool) (Entry, error) {
-	var out Entry
-	err := n.call(ctx, rel, "create", createMsg{pathMsg: pathMsg{ds, rel}, Entry: e, Excl: excl}, &out)
-	return out, err
+	return ask(ctx, n, rel, "create", n.serveCreate, createMsg{pathMsg: pathMsg{ds, rel}, Entry: e, Excl: excl})
 }
 
 // Lookup returns the entry at path rel of writing dataset ds that another
 // node created, and counts this node among its holders: the caller makes
 // its own copy of the name. ErrNotFound says no node created it.
 func (n *Names) Lookup(ctx context.Context, ds, rel string) (Entry, error) {
-	var out Entry
-	err := n.call(ctx, rel, "lookup", pathMsg{ds, rel}, &out)
-	return out, err
+	return ask(ctx, n, rel, "lookup", n.serveLookup, pathMsg{ds, rel})
 }
 
 // Remove removes entry rel of writing dataset ds job-wide: a directory
@@ -48,8 +44,8 @@ func (n *Names) Remove(ctx context.Context, ds, rel string, dir bool) error {
 			return fmt.Errorf("%s/%s holds %s: %w", ds, rel, sortedNames(in)[0], ErrNotEmpty)
 		}
 	}
-	var e Entry
-	if err := n.call(ctx, rel, "remove", pathMsg{ds, rel}, &e); err != nil {
+	e, err := ask(ctx, n, rel, "remove", n.serveRemove, pathMsg{ds, rel})
+	if err != nil {
 		return err
 	}
 	n.tell(ctx, e.Holders, applyMsg{pathMsg: pathMsg{ds, rel}, Dir: dir})
@@ -62,14 +58,14 @@ func (n *Names) Remove(ctx context.Context, ds, rel string, dir bool) error {
 // caller renames its own. Directories are not renamed this way (the
 // entries below them would all change owners): the caller refuses them.
 func (n *Names) Rename(ctx context.Context, ds, from, to string) error {
-	var e Entry
-	if err := n.call(ctx, from, "remove", pathMsg{ds, from}, &e); err != nil {
+	e, err := ask(ctx, n, from, "remove", n.serveRemove, pathMsg{ds, from})
+	if err != nil {
 		return err
 	}
-	var put putReply
-	if err := n.call(ctx, to, "put", putMsg{pathMsg: pathMsg{ds, to}, Entry: e}, &put); err != nil {
+	put, err := ask(ctx, n, to, "put", n.servePut, putMsg{pathMsg: pathMsg{ds, to}, Entry: e})
+	if err != nil {
 		// Put it back rather than lose it; the application's rename fails.
-		if rerr := n.call(ctx, from, "put", putMsg{pathMsg: pathMsg{ds, from}, Entry: e}, nil); rerr != nil {
+		if _, rerr := ask(ctx, n, from, "put", n.servePut, putMsg{pathMsg: pathMsg{ds, from}, Entry: e}); rerr != nil {
 			n.log.Error("a renamed entry is in neither of its names' tables", "dataset", ds, "from", from, "to", to, "err", rerr)
 		}
 		return err
@@ -106,6 +102,21 @@ func (n *Names) List(ctx context.Context, ds, dir string) (map[string]Entry, err
 		}
 	})
 	return out, failed
+}
+
+// ask has the owner of path rel serve req (kind, as the owner's serve
+// function): directly when this node owns it, not through the message
+// layer (a call to itself still costs an encoding and a dispatch, about
+// 60 µs of a create), else by a call to it.
+func ask[Req, Resp any](ctx context.Context, n *Names, rel, kind string, serve func(int, Req) (Resp, error), req Req) (Resp, error) {
+	if n.owner(rel) == n.self {
+		if resp, err := serve(n.self, req); !errors.Is(err, errNotYet) {
+			return resp, err
+		}
+	}
+	var resp Resp
+	err := n.call(ctx, rel, kind, req, &resp)
+	return resp, err
 }
 
 // call sends a request about path rel to its owner: again, until the

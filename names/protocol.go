@@ -78,50 +78,67 @@ func (m applyMsg) Check() error {
 	return files.CheckPath(m.To)
 }
 
-// handle registers the requests of the names protocol.
+// handle registers the requests of the names protocol: what an owner
+// serves (the same functions answer this node's own names directly, see
+// ask) and what a holder applies.
 func (n *Names) handle() {
-	jobnet.Handle(n.net, "create", func(ctx context.Context, from int, m createMsg) (any, error) {
-		if err := checkEntry(m.Entry); err != nil {
-			return nil, err
-		}
-		if err := n.speaksFor(m.Dataset); err != nil {
-			return nil, err
-		}
-		return n.own.create(m.Dataset, m.Path, m.Entry, m.Excl, from)
-	})
-	jobnet.Handle(n.net, "lookup", func(ctx context.Context, from int, m pathMsg) (any, error) {
-		if err := n.speaksFor(m.Dataset); err != nil {
-			return nil, err
-		}
-		return n.own.lookup(m.Dataset, m.Path, from)
-	})
-	jobnet.Handle(n.net, "remove", func(ctx context.Context, from int, m pathMsg) (any, error) {
-		if err := n.speaksFor(m.Dataset); err != nil {
-			return nil, err
-		}
-		return n.own.remove(m.Dataset, m.Path)
-	})
-	jobnet.Handle(n.net, "put", func(ctx context.Context, from int, m putMsg) (any, error) {
-		if err := checkEntry(m.Entry); err != nil {
-			return nil, err
-		}
-		if err := n.speaksFor(m.Dataset); err != nil {
-			return nil, err
-		}
-		return putReply{Old: n.own.put(m.Dataset, m.Path, m.Entry)}, nil
-	})
-	jobnet.Handle(n.net, "list", func(ctx context.Context, from int, m listMsg) (any, error) {
-		if err := n.speaksFor(m.Dataset); err != nil {
-			return nil, err
-		}
-		return n.own.list(m.Dataset, m.Dir), nil
-	})
+	jobnet.Handle(n.net, "create", served(n.serveCreate))
+	jobnet.Handle(n.net, "lookup", served(n.serveLookup))
+	jobnet.Handle(n.net, "remove", served(n.serveRemove))
+	jobnet.Handle(n.net, "put", served(n.servePut))
+	jobnet.Handle(n.net, "list", served(n.serveList))
 	jobnet.Handle(n.net, "apply", func(ctx context.Context, from int, m applyMsg) (any, error) {
 		if m.To != "" {
 			return struct{}{}, n.o.Store.RenameEntry(m.Dataset, m.Path, m.To)
 		}
 		return struct{}{}, n.o.Store.RemoveEntry(m.Dataset, m.Path, m.Dir)
 	})
+}
+
+// served makes an owner's function a jobnet handler.
+func served[Req, Resp any](serve func(from int, req Req) (Resp, error)) func(context.Context, int, Req) (any, error) {
+	return func(_ context.Context, from int, req Req) (any, error) { return serve(from, req) }
+}
+
+func (n *Names) serveCreate(from int, m createMsg) (Entry, error) {
+	if err := checkEntry(m.Entry); err != nil {
+		return Entry{}, err
+	}
+	if err := n.speaksFor(m.Dataset); err != nil {
+		return Entry{}, err
+	}
+	return n.own.create(m.Dataset, m.Path, m.Entry, m.Excl, from)
+}
+
+func (n *Names) serveLookup(from int, m pathMsg) (Entry, error) {
+	if err := n.speaksFor(m.Dataset); err != nil {
+		return Entry{}, err
+	}
+	return n.own.lookup(m.Dataset, m.Path, from)
+}
+
+func (n *Names) serveRemove(from int, m pathMsg) (Entry, error) {
+	if err := n.speaksFor(m.Dataset); err != nil {
+		return Entry{}, err
+	}
+	return n.own.remove(m.Dataset, m.Path)
+}
+
+func (n *Names) servePut(from int, m putMsg) (putReply, error) {
+	if err := checkEntry(m.Entry); err != nil {
+		return putReply{}, err
+	}
+	if err := n.speaksFor(m.Dataset); err != nil {
+		return putReply{}, err
+	}
+	return putReply{Old: n.own.put(m.Dataset, m.Path, m.Entry)}, nil
+}
+
+func (n *Names) serveList(from int, m listMsg) (map[string]Entry, error) {
+	if err := n.speaksFor(m.Dataset); err != nil {
+		return nil, err
+	}
+	return n.own.list(m.Dataset, m.Dir), nil
 }
 
 // checkEntry checks an entry a peer sent.
