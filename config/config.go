@@ -31,6 +31,7 @@ type Config struct {
 	Fetch      Fetch      `toml:"fetch"`
 	Restart    Restart    `toml:"restart"`
 	Namespace  Namespace  `toml:"namespace"`
+	Prefix     Prefix     `toml:"prefix"`
 }
 
 // Job identifies the job and holds the secret its daemons authenticate with.
@@ -49,8 +50,9 @@ type Job struct {
 type Paths struct {
 	CacheBase   string `toml:"cache_base" scr:"SCR_CACHE_BASE" help:"node-local directory for cached datasets"`
 	ControlBase string `toml:"control_base" scr:"SCR_CNTL_BASE" help:"node-local directory for daemon state"`
-	// Prefix is the parallel-file-system directory; "" disables flush and fetch.
-	Prefix string `toml:"prefix" scr:"SCR_PREFIX" help:"parallel file system directory to flush to and fetch from"`
+	// Prefix is the parallel-file-system directory, or S3-compatible
+	// object storage as "s3://bucket/path"; "" disables flush and fetch.
+	Prefix string `toml:"prefix" scr:"SCR_PREFIX" help:"directory or s3://bucket/path to flush to and fetch from"`
 }
 
 // Datasets says how files are grouped into datasets and when one is complete.
@@ -88,6 +90,9 @@ type Fuse struct {
 	NegativeTimeout Duration `toml:"negative_timeout" help:"how long the kernel caches failed lookups"`
 	AllowOther      bool     `toml:"allow_other" help:"let other users access the mount"`
 	Debug           bool     `toml:"debug" help:"log every FUSE request"`
+	// TrustMountpoint accepts a mountpoint that is a symbolic link or
+	// belongs to another user, which is otherwise refused (root too).
+	TrustMountpoint bool `toml:"trust_mountpoint" help:"accept a mountpoint that is a symbolic link or belongs to another user"`
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -236,4 +241,14 @@ func (c *Config) LogLevel() slog.Level {
 		return slog.LevelError
 	}
 	return slog.LevelInfo
+}
+
+// Prefix says how far to trust what the prefix holds.
+type Prefix struct {
+	// KeyFile holds the key that signs manifests and the index; "" means
+	// ~/.config/scrfs/prefix.key, created on first use.
+	KeyFile string `toml:"key_file" help:"file holding the key that signs the prefix's manifests and index"`
+	// TrustUnsigned accepts manifests and index entries without a MAC (a
+	// prefix written before scrfs signed it).
+	TrustUnsigned bool `toml:"trust_unsigned" help:"use manifests and index entries that carry no MAC"`
 }

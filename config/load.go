@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/scrfs/scrfs/layout"
 )
 
 // SystemFile is the system-wide configuration file, as SCR's system
@@ -103,9 +105,10 @@ func (c *Config) resolve(env []string, origins map[string]origin) *Error {
 	}{
 		{"paths.prefix", &c.Paths.Prefix},
 		{"job.secret_file", &c.Job.SecretFile},
+		{"prefix.key_file", &c.Prefix.KeyFile},
 		{"cluster.hostfile", &c.Cluster.Hostfile},
 	} {
-		if *p.ptr == "" || filepath.IsAbs(*p.ptr) {
+		if *p.ptr == "" || filepath.IsAbs(*p.ptr) || layout.PrefixIsS3(*p.ptr) {
 			continue
 		}
 		abs, err := filepath.Abs(*p.ptr)

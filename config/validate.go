@@ -96,7 +96,14 @@ func (c *Config) validateJob(v *checker) {
 	}
 	v.absPath("paths.cache_base", c.Paths.CacheBase, false)
 	v.absPath("paths.control_base", c.Paths.ControlBase, false)
-	v.absPath("paths.prefix", c.Paths.Prefix, true)
+	if layout.PrefixIsS3(c.Paths.Prefix) {
+		if _, _, err := layout.ParseS3Prefix(c.Paths.Prefix); err != nil {
+			v.fail("paths.prefix", "must be an absolute path or s3://bucket/path: %v", err)
+		}
+	} else {
+		v.absPath("paths.prefix", c.Paths.Prefix, true)
+	}
+	v.absPath("prefix.key_file", c.Prefix.KeyFile, true)
 }
 
 // validJobID reports whether id matches ^[A-Za-z0-9._-]{1,64}$.

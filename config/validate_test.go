@@ -76,6 +76,11 @@ func TestValidateEveryKey(t *testing.T) {
 		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "" }, true},
 		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "/lustre/me" }, true},
 		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "lustre/me" }, false},
+		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "s3://ckpts/run1" }, true},
+		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "s3://ckpts" }, true},
+		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "s3://Ckpts/run1" }, false},
+		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "s3://ckpts/a//b" }, false},
+		{"paths.prefix", func(c *Config) { c.Paths.Prefix = "s3://ckpts/../b" }, false},
 		{"datasets.match", func(c *Config) { c.Datasets.Match = `^ckpt/step_(?P<dataset>\d+)_rank_\d+\.bin$` }, true},
 		{"datasets.match", func(c *Config) { c.Datasets.Match = `^ckpt_(\d+)` }, false},
 		{"datasets.match", func(c *Config) { c.Datasets.Match = `^(?P<dataset>[` }, false},
@@ -107,6 +112,7 @@ func TestValidateEveryKey(t *testing.T) {
 		{"fuse.negative_timeout", func(c *Config) { c.Fuse.NegativeTimeout = sec("-5m") }, false},
 		{"fuse.allow_other", func(c *Config) { c.Fuse.AllowOther = true }, true},
 		{"fuse.debug", func(c *Config) { c.Fuse.Debug = true }, true},
+		{"fuse.trust_mountpoint", func(c *Config) { c.Fuse.TrustMountpoint = true }, true},
 		{"metrics.listen", func(c *Config) { c.Metrics.Listen = "" }, true},
 		{"metrics.listen", func(c *Config) { c.Metrics.Listen = ":9464" }, true},
 		{"metrics.listen", func(c *Config) { c.Metrics.Listen = "[::1]:9464" }, true},
@@ -214,6 +220,9 @@ func TestValidateEveryKey(t *testing.T) {
 		{"namespace.fetch_whole", func(c *Config) { c.Namespace.FetchWhole = 0 }, true},
 		{"namespace.fetch_whole", func(c *Config) { c.Namespace.FetchWhole = 4 * GiB }, true},
 		{"namespace.fetch_whole", func(c *Config) { c.Namespace.FetchWhole = -1 }, false},
+		{"prefix.key_file", func(c *Config) { c.Prefix.KeyFile = "/home/me/team.key" }, true},
+		{"prefix.key_file", func(c *Config) { c.Prefix.KeyFile = "team.key" }, false},
+		{"prefix.trust_unsigned", func(c *Config) { c.Prefix.TrustUnsigned = true }, true},
 	}
 	covered := map[string]bool{}
 	for _, r := range rows {

@@ -19,6 +19,7 @@ import (
 	"github.com/scrfs/scrfs/namespace"
 	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/peer"
+	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
 )
 
@@ -49,6 +50,7 @@ type Daemon struct {
 	reg         *prometheus.Registry
 	store       *cache.Store
 	node        *node.Node
+	prefix      *prefix.Prefix // nil: no prefix
 	fsys        *fs.FS
 	mount       *mount.Mount
 	mux         *jobnet.Mux
@@ -92,6 +94,12 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer d.store.Close()
+	if err := d.openPrefix(ctx); err != nil {
+		return err
+	}
+	if d.prefix != nil {
+		defer d.prefix.Close()
+	}
 	d.mux = jobnet.NewMux(d.self, node.ErrorCodes...)
 	if err := d.buildNode(); err != nil {
 		return err
@@ -195,7 +203,7 @@ func (d *Daemon) buildNode() error {
 		Timeout:        c.Redundancy.Timeout.Duration,
 		ConnectTimeout: c.Cluster.ConnectTimeout.Duration,
 		MemberTimeout:  c.Restart.MemberTimeout.Duration,
-		Prefix:         c.Paths.Prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
+		Prefix:         d.prefix, Every: c.Flush.Every, Fetch: c.Fetch.Enabled,
 		Streams: c.Flush.Streams, CRC: c.Flush.CRC, Async: c.Flush.Async, Bandwidth: int64(c.Flush.Bandwidth),
 		ReadCache: d.readCacheBytes(), FetchWhole: int64(c.Namespace.FetchWhole),
 		Logger: d.log, Registerer: d.reg,

@@ -28,6 +28,11 @@ import (
 // scrfsBin is the scrfs binary built once for all tests.
 var scrfsBin string
 
+// prefixKey is the prefix key of the daemons the tests run as root, one
+// for every test as a user has one: a later job fetches what an earlier
+// one flushed. (Daemons of other users get keys of their own.)
+var prefixKey string
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "scrfs-e2e-bin")
@@ -38,6 +43,7 @@ func TestMain(m *testing.M) {
 	// Tests run the binary as other users too (security_test.go).
 	os.Chmod(dir, 0o755)
 	scrfsBin = filepath.Join(dir, "scrfs")
+	prefixKey = filepath.Join(dir, "prefix.key")
 	build := exec.Command("go", "build", "-o", scrfsBin, "../cmd/scrfs")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
@@ -105,6 +111,7 @@ func NewNode(t *testing.T, env ...string) *Node {
 		"SCRFS_METRICS_LISTEN=",
 		"SCRFS_JOB_ID=e2e",
 		"SCRFS_LOG_LEVEL=debug",
+		"SCRFS_PREFIX_KEY_FILE=" + prefixKey,
 	}, env...)
 	return n
 }

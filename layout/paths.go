@@ -63,6 +63,11 @@ func PrefixDatasetDir(prefix, name string) string {
 	return filepath.Join(prefix, name)
 }
 
+// PrefixIsS3 reports whether prefix names S3-compatible object storage
+// ("s3://bucket/path") rather than a directory; the other prefix
+// functions here are for directories.
+func PrefixIsS3(prefix string) bool { return strings.HasPrefix(prefix, "s3://") }
+
 // PrefixMetaDir returns <prefix>/.scrfs, which holds the job index, the
 // manifests and the job secret.
 func PrefixMetaDir(prefix string) string {
@@ -127,4 +132,31 @@ func CheckRoute(name, kind, root string) error {
 		return fmt.Errorf("directory dataset rooted at %q, which is not named %s", root, name)
 	}
 	return nil
+}
+
+// ParseS3Prefix splits an object storage prefix "s3://bucket/path" into
+// its bucket and its key prefix ("path/", or "" for the whole bucket). The
+// bucket follows S3's naming rules (3 to 63 lowercase letters, digits, '.'
+// and '-'); the path is '/'-separated components, none empty, "." or "..",
+// so that every object name scrfs makes below it is unambiguous.
+func ParseS3Prefix(url string) (bucket, key string, err error) {
+	rest, ok := strings.CutPrefix(url, "s3://")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not an s3:// URL", url)
+	}
+	bucket, path, _ := strings.Cut(rest, "/")
+	if len(bucket) < 3 || len(bucket) > 63 || strings.Trim(bucket, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" ||
+		strings.Trim(bucket[:1]+bucket[len(bucket)-1:], "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return "", "", fmt.Errorf("%q: bucket %q is not a valid bucket name (3 to 63 of a-z 0-9 . -, starting and ending with a letter or digit)", url, bucket)
+	}
+	path = strings.TrimSuffix(path, "/")
+	if path == "" {
+		return bucket, "", nil
+	}
+	for c := range strings.SplitSeq(path, "/") {
+		if c == "" || c == "." || c == ".." {
+			return "", "", fmt.Errorf("%q: the path after the bucket has an empty, \".\" or \"..\" component", url)
+		}
+	}
+	return bucket, path + "/", nil
 }

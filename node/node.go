@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/scrfs/scrfs/prefix"
 	"log/slog"
 	"slices"
 	"syscall"
@@ -48,7 +49,7 @@ type Options struct {
 	PieceSize                              int
 	Timeout, ConnectTimeout, MemberTimeout time.Duration
 
-	Prefix            string
+	Prefix            *prefix.Prefix // nil: no flush or fetch; the caller closes it
 	Every, Streams    int
 	Fetch, CRC, Async bool
 	Bandwidth         int64

@@ -29,7 +29,7 @@ func benchFlush(b *testing.B, o Options) {
 		o.Buffers = NewBuffers(0)
 	}
 	run := func(i int) {
-		if _, err := Flush(context.Background(), src, filepath.Join(dst, fmt.Sprint(i)), 0, list, o); err != nil {
+		if _, err := dirFlush(context.Background(), src, filepath.Join(dst, fmt.Sprint(i)), 0, list, o); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,14 +56,14 @@ func BenchmarkFlush(b *testing.B) {
 func BenchmarkFetch(b *testing.B) {
 	src := benchTree(b, fastDir(b), 64, 4<<20)
 	prefix := filepath.Join(b.TempDir(), "ckpt.1")
-	es, err := Flush(context.Background(), src, prefix, 0, listed(b, src), Options{CRC: true})
+	es, err := dirFlush(context.Background(), src, prefix, 0, listed(b, src), Options{CRC: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	dst := fastDir(b)
 	o := Options{CRC: true, Buffers: NewBuffers(0)}
 	run := func(i int) {
-		if err := Fetch(context.Background(), prefix, filepath.Join(dst, fmt.Sprint(i)), es, o); err != nil {
+		if err := dirFetch(context.Background(), prefix, filepath.Join(dst, fmt.Sprint(i)), es, o); err != nil {
 			b.Fatal(err)
 		}
 	}

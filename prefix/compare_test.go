@@ -44,7 +44,7 @@ func TestCompareCp(t *testing.T) {
 	o := Options{CRC: true, Streams: streams, Buffers: NewBuffers(0)}
 	// Warm-up: fault in the buffers and the code, on a small tree.
 	warm := benchTree(t, fastDir(t), 4, 1<<20)
-	if _, err := Flush(context.Background(), warm, filepath.Join(shm, "warm"), 0, listed(t, warm), o); err != nil {
+	if _, err := dirFlush(context.Background(), warm, filepath.Join(shm, "warm"), 0, listed(t, warm), o); err != nil {
 		t.Fatal(err)
 	}
 
@@ -99,7 +99,7 @@ func TestCompareCp(t *testing.T) {
 			syncDir(disk)
 			d, cpu := timeSelf(func() {
 				var err error
-				entries, err = Flush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, list, o)
+				entries, err = dirFlush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, list, o)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -122,7 +122,7 @@ func TestCompareCp(t *testing.T) {
 		ours = func() {
 			dropCache(t, filepath.Join(disk, "ckpt.1"))
 			d, cpu := timeSelf(func() {
-				if err := Fetch(context.Background(), filepath.Join(disk, "ckpt.1"), filepath.Join(shm, "ckpt.1"), entries, o); err != nil {
+				if err := dirFetch(context.Background(), filepath.Join(disk, "ckpt.1"), filepath.Join(shm, "ckpt.1"), entries, o); err != nil {
 					t.Fatal(err)
 				}
 			})

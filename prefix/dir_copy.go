@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -33,13 +31,19 @@ const (
 	splitAbove = 2 * rangeSize
 )
 
-// fileTask is one regular file being copied.
+// fileTask is one regular file being copied. Each side is opened as
+// openat(dir, name): the cache's side by its path (dir AT_FDCWD), the
+// prefix's by one name in a verified directory held open (dirTable), so
+// that no link on the way is followed.
 type fileTask struct {
-	e    *Entry // filled in (Flush) or checked (Fetch) when the copy ends
-	src  string // the path read
-	dst  string // the path written: a temporary name during Flush
-	name string // the destination path errors name
-	size int64
+	e       *Entry // filled in (Flush) or checked (Fetch) when the copy ends
+	srcDir  int
+	src     string // the name read, in srcDir
+	dstDir  int
+	dst     string // the name written, in dstDir: a temporary name during Flush
+	srcName string // the source's path or URL, for errors
+	name    string // the destination path errors name
+	size    int64
 
 	lens []int64  // length of each range
 	crcs []uint32 // CRC32C of each range; written by its stream
@@ -69,8 +73,6 @@ type copier struct {
 	fetch  bool // check sizes and CRCs against the entries rather than record them
 	sync   bool // fsync each file (Flush: the prefix must be durable)
 	prog   *progress
-	euid   uint32
-	egid   uint32
 
 	tasks []*fileTask
 	jobs  []rangeJob
@@ -84,8 +86,7 @@ type copier struct {
 }
 
 func newCopier(ctx context.Context, o Options, tasks []*fileTask, fetch bool, prog *progress) *copier {
-	c := &copier{o: o, fetch: fetch, sync: !fetch, prog: prog, tasks: tasks,
-		euid: uint32(os.Geteuid()), egid: uint32(os.Getegid())}
+	c := &copier{o: o, fetch: fetch, sync: !fetch, prog: prog, tasks: tasks}
 	c.ctx, c.cancel = context.WithCancelCause(ctx)
 	// Largest files first: their ranges spread over all streams while the
 	// small files fill the tail.
@@ -200,51 +201,69 @@ func (c *copier) copyJob(j *rangeJob, buf []byte) error {
 
 // open opens t's source and creates its destination at full length, so
 // ranges can be written at their offsets and trailing holes stay holes.
+// Flush creates its temporary file exclusively, after removing one a
+// crashed flush of this node left: a file that is not ours is never opened
+// for writing, so its owner and mode are never ours to change.
 func (c *copier) open(t *fileTask) error {
-	flags := os.O_RDONLY
+	flags := unix.O_RDONLY | unix.O_CLOEXEC
 	if c.fetch {
-		// The prefix is another party's directory: never follow a
-		// symlink that replaced a file.
-		flags |= syscall.O_NOFOLLOW
+		// The prefix is another party's store: never follow a symlink
+		// that replaced a file.
+		flags |= unix.O_NOFOLLOW
 	}
-	in, err := os.OpenFile(t.src, flags, 0)
+	fd, err := unix.Openat(t.srcDir, t.src, flags, 0)
 	if err != nil {
 		switch {
-		case c.fetch && errors.Is(err, fs.ErrNotExist):
-			return &CorruptError{Path: t.src, Reason: "missing"}
-		case c.fetch && errors.Is(err, syscall.ELOOP):
-			return &CorruptError{Path: t.src, Reason: "is a symbolic link, manifest says file"}
+		case c.fetch && errors.Is(err, unix.ENOENT):
+			return &CorruptError{Path: t.srcName, Reason: "missing"}
+		case c.fetch && errors.Is(err, unix.ELOOP):
+			return &CorruptError{Path: t.srcName, Reason: "is a symbolic link, manifest says file"}
 		}
-		return pathErr("open", t.src, err)
+		return pathErr("open", t.srcName, err)
 	}
-	t.in = in
-	t.inFd = int(in.Fd())
-	st, err := in.Stat()
+	t.in = os.NewFile(uintptr(fd), t.srcName)
+	t.inFd = fd
+	st, err := t.in.Stat()
 	if err != nil {
-		return pathErr("stat", t.src, err)
+		return pathErr("stat", t.srcName, err)
 	}
 	switch {
 	case c.fetch && !st.Mode().IsRegular():
-		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
+		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
 	case c.fetch && st.Size() != t.size:
-		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), t.size)}
+		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), t.size)}
 	case !st.Mode().IsRegular() || st.Size() != t.size:
-		return pathErr("read", t.src, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), t.size))
+		return pathErr("read", t.srcName, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), t.size))
 	}
 	t.seekData = true
 	_ = unix.Fadvise(t.inFd, 0, 0, unix.FADV_SEQUENTIAL) // a hint; failure is harmless
-	out, err := os.OpenFile(t.dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if t.outFd, err = createDst(t.dstDir, t.dst, !c.fetch); err != nil {
 		return pathErr("create", t.name, err)
 	}
-	t.out = out
-	t.outFd = int(out.Fd())
+	t.out = os.NewFile(uintptr(t.outFd), t.name)
 	if t.size > 0 {
-		if err := out.Truncate(t.size); err != nil {
+		if err := t.out.Truncate(t.size); err != nil {
 			return pathErr("truncate", t.name, err)
 		}
 	}
 	return nil
+}
+
+// createDst creates the file name in dir for writing, mode 0600 until its
+// attributes are set. Exclusive (the prefix's temporary names), whatever
+// is at the name is removed first and a new file made, never opened; else
+// (the cache's staging directory) it is truncated.
+func createDst(dir int, name string, exclusive bool) (int, error) {
+	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW
+	if exclusive {
+		if err := unix.Unlinkat(dir, name, 0); err != nil && err != unix.ENOENT {
+			return -1, err
+		}
+		flags |= unix.O_EXCL
+	} else {
+		flags |= unix.O_TRUNC
+	}
+	return unix.Openat(dir, name, flags, 0o600)
 }
 
 // finish runs on the stream that copied t's last range: it checks or
@@ -256,22 +275,13 @@ func (c *copier) finish(t *fileTask) error {
 	}
 	e := t.e
 	if c.fetch && c.o.CRC && e.HasCRC && crc != e.CRC32C {
-		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("crc32c %08x, manifest says %08x", crc, e.CRC32C)}
+		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("crc32c %08x, manifest says %08x", crc, e.CRC32C)}
 	}
 	if !c.fetch {
 		e.CRC32C, e.HasCRC = crc, c.o.CRC
 	}
-	// chown before chmod: chown clears setuid and setgid bits.
-	if e.UID != c.euid || e.GID != c.egid {
-		if err := unix.Fchown(t.outFd, int(e.UID), int(e.GID)); err != nil && err != unix.EPERM {
-			return pathErr("chown", t.name, err)
-		}
-	}
-	if err := unix.Fchmod(t.outFd, e.Mode); err != nil {
-		return pathErr("chmod", t.name, err)
-	}
-	if err := setMtime(t.dst, e.MtimeNs); err != nil {
-		return pathErr("set mtime of", t.name, err)
+	if err := setAttrs(t.outFd, e, t.name); err != nil {
+		return err
 	}
 	closeFile(t.in)
 	t.in = nil
@@ -315,13 +325,6 @@ func (c *copier) close(t *fileTask) error {
 		return pathErr("close", t.name, err)
 	}
 	return nil
-}
-
-// setMtime sets path's mtime and leaves its atime alone, without following
-// a final symlink (so it serves for links too).
-func setMtime(path string, ns int64) error {
-	ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(ns)}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, path, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func closeFile(f *os.File) {

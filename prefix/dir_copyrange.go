@@ -83,7 +83,7 @@ func (c *copier) copyChunk(t *fileTask, pos int64, buf []byte) error {
 			if err == nil || err == io.EOF {
 				return c.truncated(t, pos+int64(nr))
 			}
-			return pathErr("read", t.src, err)
+			return pathErr("read", t.srcName, err)
 		}
 		if _, err := t.out.WriteAt(buf, pos); err != nil {
 			return pathErr("write", t.name, err)
@@ -125,7 +125,7 @@ func (c *copier) copyFileRange(t *fileTask, pos, n int64) (bool, error) {
 // truncated reports a source that ended at byte at before its size.
 func (c *copier) truncated(t *fileTask, at int64) error {
 	if c.fetch {
-		return &CorruptError{Path: t.src, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", at, t.size)}
+		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", at, t.size)}
 	}
-	return pathErr("read", t.src, fmt.Errorf("file shrank to %d bytes during flush (was %d)", at, t.size))
+	return pathErr("read", t.srcName, fmt.Errorf("file shrank to %d bytes during flush (was %d)", at, t.size))
 }

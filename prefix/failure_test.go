@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // noFinalFiles asserts that no regular file or symlink exists below dir and
@@ -45,7 +47,7 @@ func TestFlushENOSPC(t *testing.T) {
 	for i := range 4 {
 		writeFile(t, filepath.Join(src, "rank_"+string(rune('0'+i))+".bin"), 700<<10, uint64(i))
 	}
-	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.10"), 0, listed(t, src), Options{CRC: true, Streams: 2})
+	_, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.10"), 0, listed(t, src), Options{CRC: true, Streams: 2})
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("got %v, want ENOSPC", err)
 	}
@@ -68,7 +70,7 @@ func TestFlushBlocked(t *testing.T) {
 
 	prefix := fastDir(t)
 	must(t, os.WriteFile(filepath.Join(prefix, "ckpt.11"), []byte("in the way"), 0o644))
-	if _, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.11"), 0, listed(t, src), Options{}); err == nil ||
+	if _, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.11"), 0, listed(t, src), Options{}); err == nil ||
 		!strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("dataset dir is a file: got %v", err)
 	}
@@ -76,8 +78,8 @@ func TestFlushBlocked(t *testing.T) {
 	prefix = fastDir(t)
 	must(t, os.MkdirAll(filepath.Join(prefix, "ckpt.11"), 0o755))
 	must(t, os.WriteFile(filepath.Join(prefix, "ckpt.11", "sub"), nil, 0o644))
-	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.11"), 0, listed(t, src), Options{})
-	if !errors.Is(err, syscall.EEXIST) || !strings.Contains(err.Error(), "mkdir "+filepath.Join(prefix, "ckpt.11", "sub")) {
+	_, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.11"), 0, listed(t, src), Options{})
+	if !errors.Is(err, jobdir.ErrUnsafe) || !strings.Contains(err.Error(), "refusing "+filepath.Join(prefix, "ckpt.11", "sub")+": it is not a directory") {
 		t.Errorf("subdirectory is a file: got %v", err)
 	}
 	must(t, os.Remove(filepath.Join(prefix, "ckpt.11", "sub")))
@@ -93,7 +95,7 @@ func TestFlushCommitFails(t *testing.T) {
 	}
 	prefix := fastDir(t)
 	must(t, os.MkdirAll(filepath.Join(prefix, "ckpt.12", "z", "occupied"), 0o755))
-	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.12"), 0, listed(t, src), Options{})
+	_, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.12"), 0, listed(t, src), Options{})
 	if err == nil || !strings.Contains(err.Error(), "rename into "+filepath.Join(prefix, "ckpt.12", "z")) {
 		t.Fatalf("got %v", err)
 	}
@@ -122,7 +124,7 @@ func TestFlushCancel(t *testing.T) {
 		},
 	}
 	start := time.Now()
-	_, err := Flush(ctx, src, filepath.Join(prefix, "ckpt.14"), 0, listed(t, src), o)
+	_, err := dirFlush(ctx, src, filepath.Join(prefix, "ckpt.14"), 0, listed(t, src), o)
 	took := time.Since(start)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
@@ -141,7 +143,7 @@ func TestFlushCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	prefix := fastDir(t)
-	if _, err := Flush(ctx, src, filepath.Join(prefix, "ckpt.15"), 0, listed(t, src), Options{}); !errors.Is(err, context.Canceled) {
+	if _, err := dirFlush(ctx, src, filepath.Join(prefix, "ckpt.15"), 0, listed(t, src), Options{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(prefix, "ckpt.15")); err == nil {
@@ -150,7 +152,7 @@ func TestFlushCancelledBeforeStart(t *testing.T) {
 }
 
 func TestFlushMissingSource(t *testing.T) {
-	_, err := Flush(context.Background(), filepath.Join(fastDir(t), "nope"), filepath.Join(fastDir(t), "nope"), 0, nil, Options{})
+	_, err := dirFlush(context.Background(), filepath.Join(fastDir(t), "nope"), filepath.Join(fastDir(t), "nope"), 0, nil, Options{})
 	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "stat ") {
 		t.Errorf("got %v", err)
 	}
@@ -166,7 +168,7 @@ func TestFlushChangedSinceListed(t *testing.T) {
 	list := listed(t, src)
 	must(t, os.Truncate(filepath.Join(src, "b.bin"), 10))
 	prefix := fastDir(t)
-	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.16"), 0, list, Options{CRC: true})
+	_, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.16"), 0, list, Options{CRC: true})
 	if err == nil || !strings.Contains(err.Error(), "changed during flush") || !strings.Contains(err.Error(), "b.bin") {
 		t.Fatalf("got %v", err)
 	}

@@ -19,7 +19,7 @@ func flushed(t *testing.T) (string, []Entry) {
 	src := filepath.Join(cache, "ckpt.7")
 	buildTree(t, src, true)
 	dst := filepath.Join(prefix, "ckpt.7")
-	es, err := Flush(context.Background(), src, dst, 0, listed(t, src), Options{CRC: true, Streams: 2})
+	es, err := dirFlush(context.Background(), src, dst, 0, listed(t, src), Options{CRC: true, Streams: 2})
 	must(t, err)
 	return dst, es
 }
@@ -53,19 +53,19 @@ func TestFetchCorruptByte(t *testing.T) {
 	must(t, err)
 	must(t, f.Close())
 
-	err = Fetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
+	err = dirFetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
 	wantCorrupt(t, err, victim, "crc32c")
 
 	// Without CRC the flipped byte goes unnoticed: sizes are all Fetch
 	// can check then.
-	must(t, Fetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{}))
+	must(t, dirFetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{}))
 }
 
 func TestFetchTruncated(t *testing.T) {
 	src, es := flushed(t)
 	victim := filepath.Join(src, "rank_0.bin")
 	must(t, os.Truncate(victim, 1000))
-	err := Fetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
+	err := dirFetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
 	wantCorrupt(t, err, victim, "size 1000, manifest says 1048576")
 }
 
@@ -96,7 +96,7 @@ func TestFetchMissing(t *testing.T) {
 			src, es := flushed(t)
 			victim := filepath.Join(src, name)
 			must(t, os.Remove(victim))
-			err := Fetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
+			err := dirFetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
 			wantCorrupt(t, err, victim, "missing")
 		})
 	}
@@ -107,14 +107,14 @@ func TestFetchWrongType(t *testing.T) {
 	victim := filepath.Join(src, "rank_1.bin")
 	must(t, os.Remove(victim))
 	must(t, os.Symlink("/etc/passwd", victim))
-	err := Fetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
+	err := dirFetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
 	wantCorrupt(t, err, victim, "symbolic link")
 
 	src, es = flushed(t)
 	victim = filepath.Join(src, "link_rel")
 	must(t, os.Remove(victim))
 	must(t, os.Symlink("elsewhere", victim))
-	err = Fetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
+	err = dirFetch(context.Background(), src, filepath.Join(fastDir(t), "ckpt.7"), es, Options{CRC: true})
 	wantCorrupt(t, err, victim, `points to "elsewhere"`)
 }
 
@@ -141,7 +141,7 @@ func TestFetchRefusesEscapes(t *testing.T) {
 	}
 	for name, es := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := Fetch(context.Background(), src, dst, es, Options{})
+			err := dirFetch(context.Background(), src, dst, es, Options{})
 			if !errors.Is(err, ErrBadEntry) {
 				t.Errorf("got %v, want ErrBadEntry", err)
 			}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/testutil"
 )
@@ -250,7 +252,8 @@ func buildTree(t testing.TB, root string, short bool) {
 	})
 	// Deepest first, so setting a child's time does not disturb the parent.
 	for i := len(paths) - 1; i >= 1; i-- {
-		must(t, setMtime(paths[i], base.Add(time.Duration(i)*time.Second).UnixNano()))
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(base.Add(time.Duration(i) * time.Second).UnixNano())}
+		must(t, unix.UtimesNanoAt(unix.AT_FDCWD, paths[i], ts, unix.AT_SYMLINK_NOFOLLOW))
 	}
 }
 

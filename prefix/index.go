@@ -47,6 +47,16 @@ type IndexEntry struct {
 	// FailedFetches lists failed fetch attempts, oldest first (at most
 	// maxFailures). Newest skips a dataset with any.
 	FailedFetches []FetchFailure `json:"failed_fetches,omitempty"`
+	// Manifest is the SHA-256 (hex) of the merged manifest the flush that
+	// completed the dataset wrote: a fetch reads that manifest and no
+	// other. Set by CompleteFlush.
+	Manifest string `json:"manifest,omitempty"`
+	// MAC signs every other field (index.go's entryMAC), so nobody without
+	// the user's prefix key can add, change or complete an entry.
+	MAC string `json:"mac,omitempty"`
+	// Trust is what ReadIndex found of MAC. Newest offers only entries the
+	// prefix trusts.
+	Trust Trust `json:"-"`
 }
 
 // Index is the job index, <prefix>/.scrfs/index.json. Change it only inside
@@ -57,8 +67,13 @@ type Index struct {
 	// exist (scr_index --current); "" = the newest. Newest falls back to
 	// older datasets, never newer ones, when it is unusable.
 	Current string `json:"current,omitempty"`
+	// CurrentMAC signs Current.
+	CurrentMAC string `json:"current_mac,omitempty"`
 	// Datasets are sorted oldest first (by ID, then Flushed, then Name).
 	Datasets []IndexEntry `json:"datasets"`
+
+	// trustUnsigned: Newest offers Unsigned entries too (Config.TrustUnsigned).
+	trustUnsigned bool
 }
 
 const (
@@ -100,11 +115,14 @@ func (ix *Index) Lookup(name string) (IndexEntry, bool) {
 	return IndexEntry{}, false
 }
 
-// Put adds e or replaces the entry of the same name, after validating it.
+// Put adds e or replaces the entry of the same name, after validating it:
+// an entry of this user's, which the update signs (so it counts as
+// Verified from now on).
 func (ix *Index) Put(e IndexEntry) error {
 	if err := e.check(); err != nil {
 		return err
 	}
+	e.Trust = Verified
 	if i := ix.find(e.Name); i >= 0 {
 		ix.Datasets[i] = e
 	} else {
@@ -142,6 +160,9 @@ func (ix *Index) SetCurrent(name string) error {
 	if e.State != StateComplete {
 		return fmt.Errorf("set current %s: %w (state %s)", name, ErrNotComplete, e.State)
 	}
+	if !ix.usable(&e) {
+		return fmt.Errorf("set current %s: %w: its index entry's MAC is %s", name, ErrUnverified, e.Trust)
+	}
 	ix.Current = name
 	return nil
 }
@@ -156,10 +177,15 @@ func (ix *Index) AddFetchFailure(name string, f FetchFailure) error {
 	if len(f.Reason) > maxReasonLen {
 		f.Reason = f.Reason[:maxReasonLen]
 	}
+
 	if f.Node < 0 {
 		return fmt.Errorf("record fetch failure of %s: negative node %d", name, f.Node)
 	}
 	e := &ix.Datasets[i]
+	if !ix.usable(e) {
+		// Changing it would sign what someone else wrote.
+		return fmt.Errorf("record fetch failure of %s: %w: its index entry's MAC is %s", name, ErrUnverified, e.Trust)
+	}
 	e.FailedFetches = append(e.FailedFetches, f)
 	if n := len(e.FailedFetches); n > maxFailures {
 		e.FailedFetches = append([]FetchFailure(nil), e.FailedFetches[n-maxFailures:]...)
@@ -177,10 +203,16 @@ func (ix *Index) MaxID() uint64 {
 	return m
 }
 
+// usable reports whether e's MAC lets a fetch use it.
+func (ix *Index) usable(e *IndexEntry) bool {
+	return e.Trust == Verified || e.Trust == Unsigned && ix.trustUnsigned
+}
+
 // Newest picks the dataset to fetch, as SCR does: among complete datasets
-// without a failed fetch for which usable (nil = all) returns true, the
-// newest — but no newer than Current when Current is set, so a user's
-// choice of restart point holds and falls back only to older datasets.
+// without a failed fetch whose entry the prefix trusts (its MAC) and for
+// which usable (nil = all) returns true, the newest — but no newer than
+// Current when Current is set, so a user's choice of restart point holds
+// and falls back only to older datasets.
 func (ix *Index) Newest(usable func(IndexEntry) bool) (IndexEntry, bool) {
 	var limit *IndexEntry
 	if i := ix.find(ix.Current); ix.Current != "" && i >= 0 {
@@ -189,7 +221,7 @@ func (ix *Index) Newest(usable func(IndexEntry) bool) (IndexEntry, bool) {
 	best := -1
 	for i := range ix.Datasets {
 		e := &ix.Datasets[i]
-		if e.State != StateComplete || len(e.FailedFetches) > 0 {
+		if e.State != StateComplete || len(e.FailedFetches) > 0 || !ix.usable(e) {
 			continue
 		}
 		if limit != nil && older(limit, e) {
@@ -224,6 +256,9 @@ func (e *IndexEntry) check() error {
 	if err := layout.CheckRoute(e.Name, e.Kind, e.Root); err != nil {
 		return fmt.Errorf("dataset %s: %v", e.Name, err)
 	}
+	if !isDigest(e.Manifest) || !isDigest(e.MAC) {
+		return fmt.Errorf("dataset %s: manifest or mac is not 64 hex digits", e.Name)
+	}
 	for _, f := range e.FailedFetches {
 		if f.Node < 0 {
 			return fmt.Errorf("dataset %s: fetch failure of negative node %d", e.Name, f.Node)
@@ -248,15 +283,35 @@ func (ix *Index) validate() error {
 	if ix.Current != "" && !seen[ix.Current] {
 		return fmt.Errorf("current dataset %q is not in the index", ix.Current)
 	}
+	if !isDigest(ix.CurrentMAC) {
+		return fmt.Errorf("current_mac is not 64 hex digits")
+	}
 	return nil
+}
+
+// isDigest accepts "" or 64 lowercase hex digits: a SHA-256 or a MAC.
+func isDigest(s string) bool {
+	if s == "" {
+		return true
+	}
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeIndex parses and validates an index file's bytes.
 func decodeIndex(b []byte) (*Index, error) {
 	var w struct {
-		Version  *int          `json:"version"`
-		Current  string        `json:"current"`
-		Datasets *[]IndexEntry `json:"datasets"`
+		Version    *int          `json:"version"`
+		Current    string        `json:"current"`
+		CurrentMAC string        `json:"current_mac"`
+		Datasets   *[]IndexEntry `json:"datasets"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadMetadata, err)
@@ -267,7 +322,7 @@ func decodeIndex(b []byte) (*Index, error) {
 	if w.Datasets == nil || *w.Datasets == nil {
 		return nil, fmt.Errorf("%w: no \"datasets\" list", ErrBadMetadata)
 	}
-	ix := &Index{Version: *w.Version, Current: w.Current, Datasets: *w.Datasets}
+	ix := &Index{Version: *w.Version, Current: w.Current, CurrentMAC: w.CurrentMAC, Datasets: *w.Datasets}
 	if err := ix.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadMetadata, err)
 	}

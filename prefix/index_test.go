@@ -16,7 +16,7 @@ import (
 )
 
 func TestReadIndexMissing(t *testing.T) {
-	ix, err := ReadIndex(filepath.Join(fastDir(t), "never-flushed"))
+	ix, err := dirReadIndex(filepath.Join(fastDir(t), "never-flushed"))
 	must(t, err)
 	if ix.Version != FormatVersion || len(ix.Datasets) != 0 || ix.Current != "" {
 		t.Errorf("missing index read as %+v", ix)
@@ -29,13 +29,13 @@ func TestReadIndexMissing(t *testing.T) {
 func TestIndexRoundTrip(t *testing.T) {
 	prefix := fastDir(t)
 	at := time.Date(2024, 5, 1, 0, 0, 0, 5, time.UTC)
-	must(t, UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
+	must(t, dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 		must(t, ix.Put(IndexEntry{Name: "ckpt.2", ID: 2, State: StateComplete, Nodes: 4, Files: 8, Bytes: 1 << 40, Flushed: at}))
 		must(t, ix.Put(IndexEntry{Name: "ckpt.1", ID: 1, State: StateFlushing, Started: at}))
 		must(t, ix.AddFetchFailure("ckpt.2", FetchFailure{Time: at, Node: 3, Reason: strings.Repeat("x", 5000)}))
 		return ix.SetCurrent("ckpt.2")
 	}))
-	ix, err := ReadIndex(prefix)
+	ix, err := dirReadIndex(prefix)
 	must(t, err)
 	if ix.Current != "ckpt.2" || len(ix.Datasets) != 2 || ix.Datasets[0].Name != "ckpt.1" {
 		t.Fatalf("read back %+v", ix)
@@ -65,7 +65,7 @@ func TestUpdateIndexConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				err := UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
+				err := dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 					// Read-modify-write of a shared counter too: the
 					// classic lost-update shape.
 					c, _ := ix.Lookup("counter")
@@ -82,7 +82,7 @@ func TestUpdateIndexConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	ix, err := ReadIndex(prefix)
+	ix, err := dirReadIndex(prefix)
 	must(t, err)
 	c, _ := ix.Lookup("counter")
 	if len(ix.Datasets) != workers*each+1 || c.Files != workers*each {
@@ -94,17 +94,17 @@ func TestUpdateIndexConcurrent(t *testing.T) {
 // a temporary file; readers ignore it and the next update removes it.
 func TestIndexCrashLeftovers(t *testing.T) {
 	prefix := fastDir(t)
-	must(t, UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
+	must(t, dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 		return ix.Put(IndexEntry{Name: "ckpt.1", ID: 1, State: StateComplete, Nodes: 1})
 	}))
-	stale := filepath.Join(filepath.Dir(IndexPath(prefix)), atomicfile.TempPrefix(filepath.Base(IndexPath(prefix)))+"crashed")
+	stale := filepath.Join(filepath.Dir(indexPath(prefix)), atomicfile.TempPrefix(filepath.Base(indexPath(prefix)))+"crashed")
 	must(t, os.WriteFile(stale, []byte(`{"version":1,"datasets":[{"name":"ckpt.2","state":"compl`), 0o644))
-	ix, err := ReadIndex(prefix)
+	ix, err := dirReadIndex(prefix)
 	must(t, err)
 	if len(ix.Datasets) != 1 {
 		t.Errorf("read %+v", ix)
 	}
-	must(t, UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error { return nil }))
+	must(t, dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error { return nil }))
 	if _, err := os.Stat(stale); err == nil {
 		t.Error("stale temporary index not removed")
 	}
@@ -113,19 +113,19 @@ func TestIndexCrashLeftovers(t *testing.T) {
 func TestUpdateIndexNoWriteOnError(t *testing.T) {
 	prefix := fastDir(t)
 	boom := errors.New("boom")
-	if err := UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
+	if err := dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 		ix.Put(IndexEntry{Name: "x", State: StateFlushing})
 		return boom
 	}); !errors.Is(err, boom) {
 		t.Errorf("got %v", err)
 	}
-	if err := UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
+	if err := dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 		ix.Datasets = append(ix.Datasets, IndexEntry{Name: "bad/name", State: StateFlushing})
 		return nil
 	}); err == nil || !strings.Contains(err.Error(), "invalid index") {
 		t.Errorf("invalid result: %v", err)
 	}
-	if _, err := os.Stat(IndexPath(prefix)); err == nil {
+	if _, err := os.Stat(indexPath(prefix)); err == nil {
 		t.Error("index written after failed updates")
 	}
 }
@@ -136,16 +136,16 @@ func TestIndexCorruptKept(t *testing.T) {
 	prefix := fastDir(t)
 	must(t, os.MkdirAll(filepath.Join(prefix, ".scrfs"), 0o755))
 	bad := []byte(`{"version":1,"datasets":[{"name":"a","state":"complete","nodes":1}`)
-	must(t, os.WriteFile(IndexPath(prefix), bad, 0o644))
-	_, err := ReadIndex(prefix)
-	if !errors.Is(err, ErrBadMetadata) || !strings.Contains(err.Error(), IndexPath(prefix)) {
+	must(t, os.WriteFile(indexPath(prefix), bad, 0o644))
+	_, err := dirReadIndex(prefix)
+	if !errors.Is(err, ErrBadMetadata) || !strings.Contains(err.Error(), indexPath(prefix)) {
 		t.Errorf("ReadIndex: %v", err)
 	}
-	err = UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error { return nil })
+	err = dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error { return nil })
 	if !errors.Is(err, ErrBadMetadata) {
 		t.Errorf("UpdateIndex: %v", err)
 	}
-	if got, _ := os.ReadFile(IndexPath(prefix)); string(got) != string(bad) {
+	if got, _ := os.ReadFile(indexPath(prefix)); string(got) != string(bad) {
 		t.Error("corrupt index overwritten")
 	}
 }
@@ -155,13 +155,13 @@ func TestIndexCorruptKept(t *testing.T) {
 func TestUpdateIndexWaitsForLock(t *testing.T) {
 	prefix := fastDir(t)
 	must(t, os.MkdirAll(filepath.Join(prefix, ".scrfs"), 0o755))
-	f, err := os.OpenFile(indexLockPath(prefix), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(prefix, ".scrfs", "index.lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	must(t, err)
 	defer f.Close()
 	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err = UpdateIndex(ctx, prefix, nil, func(ix *Index) error {
+	err = dirUpdateIndex(ctx, prefix, nil, func(ix *Index) error {
 		t.Error("ran without the lock")
 		return nil
 	})
@@ -169,7 +169,7 @@ func TestUpdateIndexWaitsForLock(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 	must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
-	must(t, UpdateIndex(context.Background(), prefix, nil, func(ix *Index) error { return nil }))
+	must(t, dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error { return nil }))
 }
 
 // TestUpdateIndexWithoutFlock: a file system without flock gets a warning
@@ -179,13 +179,13 @@ func TestUpdateIndexWithoutFlock(t *testing.T) {
 		prefix := fastDir(t)
 		lg, logs := newTestLogger(t, true)
 		noLocks := func(int, int) error { return errno }
-		must(t, updateIndex(context.Background(), prefix, lg, func(ix *Index) error {
+		must(t, dirUpdateIndexFlock(context.Background(), prefix, lg, func(ix *Index) error {
 			return ix.Put(IndexEntry{Name: "ckpt.1", State: StateFlushing})
 		}, noLocks))
 		if !strings.Contains(logs.all(), "does not support flock") {
 			t.Errorf("%v: no warning; logs: %s", errno, logs.all())
 		}
-		ix, err := ReadIndex(prefix)
+		ix, err := dirReadIndex(prefix)
 		must(t, err)
 		if _, ok := ix.Lookup("ckpt.1"); !ok {
 			t.Errorf("%v: update lost", errno)
@@ -221,6 +221,7 @@ func TestNewest(t *testing.T) {
 	} {
 		ix := emptyIndex()
 		for _, e := range base {
+			e.Trust = Verified
 			must(t, ix.Put(e))
 		}
 		ix.Current = tc.current

@@ -2,9 +2,9 @@ package prefix
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -26,9 +26,15 @@ type Manifest struct {
 	Created time.Time // when the merge was written
 	Files   int64     // regular files
 	Bytes   int64     // their total size
+	// Record is the SHA-256 (hex) of the dataset's record kept beside the
+	// manifest, "" if there is none (ReadRecord).
+	Record string
 	// Entries are sorted by path, then node. A directory appears once per
 	// node that has it; any other path appears once.
 	Entries []Entry
+	// SHA256 is the digest (hex) of the manifest file: what the index
+	// entry that completed it records (IndexEntry.Manifest).
+	SHA256 string
 }
 
 // ForNodes returns the entries the given nodes flushed, in manifest order,
@@ -51,23 +57,6 @@ func (m *Manifest) ForNodes(nodes []int) []Entry {
 	return out
 }
 
-// ManifestDir returns <prefix>/.scrfs/manifests/<dataset>, the directory of
-// everything scrfs records about one flushed dataset: the node parts and the
-// merged manifest.
-func ManifestDir(prefix, dataset string) string {
-	return filepath.Join(layout.PrefixMetaDir(prefix), "manifests", dataset)
-}
-
-// PartPath returns where node's part of dataset's manifest lives.
-func PartPath(prefix, dataset string, node int) string {
-	return filepath.Join(ManifestDir(prefix, dataset), "node."+strconv.Itoa(node)+".json")
-}
-
-// ManifestPath returns where dataset's merged manifest lives.
-func ManifestPath(prefix, dataset string) string {
-	return filepath.Join(ManifestDir(prefix, dataset), "manifest.json")
-}
-
 // partHead and manifestHead are the fields before "entries" in the files.
 type partHead struct {
 	Version int       `json:"version"`
@@ -85,10 +74,12 @@ type manifestHead struct {
 	Created time.Time `json:"created"`
 	Files   int64     `json:"files"`
 	Bytes   int64     `json:"bytes"`
+	Record  string    `json:"record,omitempty"`
 }
 
 // encodeDoc writes head's fields followed by "entries", one entry a line, so
-// the files stay greppable and diff well.
+// the files stay greppable and diff well. It returns the document without
+// its closing brace, for seal to add the MAC.
 func encodeDoc(head any, entries []Entry) ([]byte, error) {
 	h, err := json.Marshal(head)
 	if err != nil {
@@ -109,7 +100,7 @@ func encodeDoc(head any, entries []Entry) ([]byte, error) {
 		}
 		b.Write(eb)
 	}
-	b.WriteString("\n]}\n")
+	b.WriteString("\n]")
 	return b.Bytes(), nil
 }
 
@@ -126,37 +117,57 @@ func totals(es []Entry) (count, bytes int64) {
 	return count, bytes
 }
 
-// WritePart records node's entries for dataset, durably and atomically,
-// replacing an earlier part of the same node. Every node writes a part once
-// its Flush returned, even an empty one (a node that wrote nothing), since
-// MergeManifest requires all of them. Entries must carry Node == node; they
-// are not modified.
-func WritePart(prefix, dataset string, node int, entries []Entry) error {
-	path := PartPath(prefix, dataset, node)
+// WritePart records node's entries for dataset, signed, durably and
+// atomically, replacing an earlier part of the same node. Every node writes
+// a part once its Flush returned, even an empty one (a node that wrote
+// nothing), since CompleteFlush requires all of them. Entries must carry
+// Node == node; they are not modified.
+func (p *Prefix) WritePart(ctx context.Context, dataset string, node int, entries []Entry) error {
+	where := p.metaLoc(partName(dataset, node))
 	if err := layout.CheckDatasetName(dataset); err != nil {
-		return fmt.Errorf("write part %s: %w", path, err)
+		return fmt.Errorf("write part: %w", err)
 	}
 	es := append([]Entry(nil), entries...)
 	sortEntries(es)
 	if err := checkPartEntries(es, node); err != nil {
-		return fmt.Errorf("write part %s: %w: %v", path, ErrBadEntry, err)
+		return fmt.Errorf("write part %s: %w: %v", where, ErrBadEntry, err)
 	}
 	files, bytes := totals(es)
-	b, err := encodeDoc(partHead{Version: FormatVersion, Dataset: dataset, Node: node,
+	body, err := encodeDoc(partHead{Version: FormatVersion, Dataset: dataset, Node: node,
 		Written: time.Now().UTC(), Files: files, Bytes: bytes}, es)
+	if err == nil {
+		body, err = p.key.seal(kindPart, body)
+	}
+	if err == nil {
+		err = p.s.writeMeta(ctx, partName(dataset, node), body)
+	}
 	if err != nil {
-		return fmt.Errorf("write part %s: %w", path, err)
-	}
-	if err := mkdirAllSync(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write part of node %d: %w", node, err)
-	}
-	if err := removeStaleTmp(path); err != nil {
-		return fmt.Errorf("write part of node %d: %w", node, err)
-	}
-	if err := writeFileAtomic(path, b, 0o644); err != nil {
-		return fmt.Errorf("write part of node %d: %w", node, err)
+		return pathErr("write part", where, err)
 	}
 	return nil
+}
+
+// metaLoc names a metadata file in messages.
+func (p *Prefix) metaLoc(name string) string { return p.s.locate(layout.MetaDir + "/" + name) }
+
+// readSigned reads metadata file name, decodes it with decode and checks
+// its MAC as a thing of kind. A file that does not decode is reported as
+// corrupt (ErrBadMetadata) before its MAC is looked at, which is what a
+// truncated or damaged file most likely is; one that decodes but is
+// refused for its MAC wraps ErrUnverified.
+func (p *Prefix) readSigned(ctx context.Context, op, what, kind, name string, decode func([]byte) error) ([]byte, error) {
+	where := p.metaLoc(name)
+	b, err := p.s.readMeta(ctx, name)
+	if err != nil {
+		return nil, pathErr(op, where, err)
+	}
+	if err := decode(b); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", op, where, err)
+	}
+	if t := p.key.open(kind, b); !p.trusted(t) {
+		return nil, fmt.Errorf("%s %s: %w", op, where, refusal(what, where, t))
+	}
+	return b, nil
 }
 
 func checkPartEntries(es []Entry, node int) error {
@@ -171,23 +182,24 @@ func checkPartEntries(es []Entry, node int) error {
 	return checkEntries(es)
 }
 
-// ReadPart returns node's entries of dataset, sorted by path. A missing part
-// wraps fs.ErrNotExist; a corrupt one ErrBadMetadata.
-func ReadPart(prefix, dataset string, node int) ([]Entry, error) {
-	path := PartPath(prefix, dataset, node)
-	b, err := readSmallFile(path)
+// ReadPart returns node's entries of dataset, sorted by path. A missing
+// part wraps fs.ErrNotExist; a corrupt one ErrBadMetadata; one whose MAC
+// does not verify ErrUnverified.
+func (p *Prefix) ReadPart(ctx context.Context, dataset string, node int) ([]Entry, error) {
+	var d *partDoc
+	_, err := p.readSigned(ctx, "read part", "the manifest part", kindPart, partName(dataset, node), func(b []byte) error {
+		var err error
+		d, err = decodePart(b)
+		if err == nil && (d.head.Dataset != dataset || d.head.Node != node) {
+			err = fmt.Errorf("%w: part of dataset %q node %d in the place of %q node %d",
+				ErrBadMetadata, d.head.Dataset, d.head.Node, dataset, node)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, pathErr("read part", path, err)
+		return nil, err
 	}
-	p, err := decodePart(b)
-	if err == nil && (p.head.Dataset != dataset || p.head.Node != node) {
-		err = fmt.Errorf("%w: part of dataset %q node %d in the place of %q node %d",
-			ErrBadMetadata, p.head.Dataset, p.head.Node, dataset, node)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read part %s: %w", path, err)
-	}
-	return p.Entries, nil
+	return d.Entries, nil
 }
 
 type partDoc struct {
@@ -246,23 +258,23 @@ func checkTotals(es []Entry, files, bytes int64) error {
 	return nil
 }
 
-// MergeManifest reads the parts of nodes 0..nodes-1 of dataset, checks that
-// no path is claimed by two nodes (ErrConflict; directories may be shared)
-// and writes the merged manifest durably and atomically. A missing part is
-// an error wrapping fs.ErrNotExist: the merge runs only once every node
-// reported its part durable. The caller owns the result.
-func MergeManifest(prefix, dataset string, nodes int) (*Manifest, error) {
-	path := ManifestPath(prefix, dataset)
+// mergeManifest reads the parts of nodes 0..nodes-1 of dataset (each
+// verified), checks that no path is claimed by two nodes (ErrConflict;
+// directories may be shared), writes record (nil: none) beside it and
+// then the merged manifest, signed, with the record's digest, durably and
+// atomically. A missing part is an error wrapping fs.ErrNotExist: the
+// merge runs only once every node reported its part durable.
+func (p *Prefix) mergeManifest(ctx context.Context, dataset string, nodes int, record []byte) (*Manifest, error) {
 	if err := layout.CheckDatasetName(dataset); err != nil {
-		return nil, fmt.Errorf("merge manifest %s: %w", path, err)
+		return nil, fmt.Errorf("merge manifest: %w", err)
 	}
 	if nodes < 1 {
-		return nil, fmt.Errorf("merge manifest %s: %d nodes, need at least 1", path, nodes)
+		return nil, fmt.Errorf("merge manifest of %s: %d nodes, need at least 1", dataset, nodes)
 	}
 	m := &Manifest{Version: FormatVersion, Dataset: dataset, Nodes: nodes, Created: time.Now().UTC()}
 	owner := map[string]*Entry{}
 	for node := 0; node < nodes; node++ {
-		es, err := ReadPart(prefix, dataset, node)
+		es, err := p.ReadPart(ctx, dataset, node)
 		if err != nil {
 			return nil, fmt.Errorf("merge manifest of %s: %w", dataset, err)
 		}
@@ -286,37 +298,70 @@ func MergeManifest(prefix, dataset string, nodes int) (*Manifest, error) {
 	if m.Bytes < 0 {
 		return nil, fmt.Errorf("merge manifest of %s: sizes add up beyond 2^63 bytes", dataset)
 	}
-	b, err := encodeDoc(manifestHead{Version: m.Version, Dataset: dataset, Nodes: nodes,
-		Created: m.Created, Files: m.Files, Bytes: m.Bytes}, m.Entries)
+	if record != nil {
+		if err := p.s.writeMeta(ctx, recordName(dataset), record); err != nil {
+			return nil, pathErr("write record", p.metaLoc(recordName(dataset)), err)
+		}
+		m.Record = digest(record)
+	}
+	body, err := encodeDoc(manifestHead{Version: m.Version, Dataset: dataset, Nodes: nodes,
+		Created: m.Created, Files: m.Files, Bytes: m.Bytes, Record: m.Record}, m.Entries)
+	if err == nil {
+		body, err = p.key.seal(kindManifest, body)
+	}
+	if err == nil {
+		err = p.s.writeMeta(ctx, manifestName(dataset), body)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("merge manifest %s: %w", path, err)
+		return nil, pathErr("merge manifest", p.metaLoc(manifestName(dataset)), err)
 	}
-	if err := removeStaleTmp(path); err != nil {
-		return nil, fmt.Errorf("merge manifest of %s: %w", dataset, err)
+	m.SHA256 = digest(body)
+	return m, nil
+}
+
+// ReadManifest returns dataset's merged manifest, verified: its MAC, and,
+// when want is set (the index entry's IndexEntry.Manifest), that it is the
+// very manifest the index completed, not an older one of the same dataset.
+// A missing one wraps fs.ErrNotExist, a corrupt one ErrBadMetadata, one
+// refused ErrUnverified. It does not consult the index: a manifest exists
+// before the index calls its dataset complete.
+func (p *Prefix) ReadManifest(ctx context.Context, dataset, want string) (*Manifest, error) {
+	name := manifestName(dataset)
+	var m *Manifest
+	b, err := p.readSigned(ctx, "read manifest", "the manifest", kindManifest, name, func(b []byte) error {
+		var err error
+		m, err = decodeManifest(b)
+		if err == nil && m.Dataset != dataset {
+			err = fmt.Errorf("%w: manifest of %q in the place of %q", ErrBadMetadata, m.Dataset, dataset)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := writeFileAtomic(path, b, 0o644); err != nil {
-		return nil, fmt.Errorf("merge manifest of %s: %w", dataset, err)
+	m.SHA256 = digest(b)
+	if want != "" && m.SHA256 != want {
+		return nil, fmt.Errorf("read manifest %s: %w: it is not the manifest the index completed (sha256 %.12s…, index says %.12s…)",
+			p.metaLoc(name), ErrUnverified, m.SHA256, want)
 	}
 	return m, nil
 }
 
-// ReadManifest returns dataset's merged manifest. A missing one wraps
-// fs.ErrNotExist, a corrupt one ErrBadMetadata. It does not consult the
-// index: a manifest exists before the index calls its dataset complete.
-func ReadManifest(prefix, dataset string) (*Manifest, error) {
-	path := ManifestPath(prefix, dataset)
-	b, err := readSmallFile(path)
+// ReadRecord returns the record kept beside manifest m, checked against
+// the digest m (verified) records; nil if m records none.
+func (p *Prefix) ReadRecord(ctx context.Context, m *Manifest) ([]byte, error) {
+	if m.Record == "" {
+		return nil, nil
+	}
+	name := recordName(m.Dataset)
+	b, err := p.s.readMeta(ctx, name)
 	if err != nil {
-		return nil, pathErr("read manifest", path, err)
+		return nil, pathErr("read record", p.metaLoc(name), err)
 	}
-	m, err := decodeManifest(b)
-	if err == nil && m.Dataset != dataset {
-		err = fmt.Errorf("%w: manifest of %q in the place of %q", ErrBadMetadata, m.Dataset, dataset)
+	if digest(b) != m.Record {
+		return nil, fmt.Errorf("read record %s: %w: its sha256 is not the one its manifest records", p.metaLoc(name), ErrUnverified)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read manifest %s: %w", path, err)
-	}
-	return m, nil
+	return b, nil
 }
 
 // decodeManifest parses and validates a merged manifest's bytes.
@@ -338,6 +383,9 @@ func decodeManifest(b []byte) (*Manifest, error) {
 	if w.Nodes < 1 {
 		return nil, fmt.Errorf("%w: %d nodes", ErrBadMetadata, w.Nodes)
 	}
+	if !isDigest(w.Record) {
+		return nil, fmt.Errorf("%w: record %.70q is not 64 hex digits", ErrBadMetadata, w.Record)
+	}
 	if w.Entries == nil {
 		return nil, fmt.Errorf("%w: no \"entries\" list", ErrBadMetadata)
 	}
@@ -354,5 +402,5 @@ func decodeManifest(b []byte) (*Manifest, error) {
 		return nil, err
 	}
 	return &Manifest{Version: *w.Version, Dataset: w.Dataset, Nodes: w.Nodes, Created: w.Created,
-		Files: w.Files, Bytes: w.Bytes, Entries: w.Entries}, nil
+		Files: w.Files, Bytes: w.Bytes, Record: w.Record, Entries: w.Entries}, nil
 }

@@ -27,28 +27,28 @@ func sampleEntries(node int) []Entry {
 func TestPartRoundTrip(t *testing.T) {
 	prefix := fastDir(t)
 	in := sampleEntries(3)
-	must(t, WritePart(prefix, "ckpt.10", 3, in))
-	out, err := ReadPart(prefix, "ckpt.10", 3)
+	must(t, dirWritePart(prefix, "ckpt.10", 3, in))
+	out, err := dirReadPart(prefix, "ckpt.10", 3)
 	must(t, err)
 	sortEntries(in)
 	if !reflect.DeepEqual(in, out) {
 		t.Errorf("read back\n%+v\nwrote\n%+v", out, in)
 	}
 	// One entry a line, CRC as hex, absent CRC absent.
-	b, err := os.ReadFile(PartPath(prefix, "ckpt.10", 3))
+	b, err := os.ReadFile(partPath(prefix, "ckpt.10", 3))
 	must(t, err)
 	s := string(b)
 	if !strings.Contains(s, `"crc32c":"00000000"`) || strings.Count(s, "\n") != len(in)+2 ||
 		!strings.HasPrefix(s, `{"version":1,"dataset":"ckpt.10","node":3,`) {
 		t.Errorf("part file:\n%s", s)
 	}
-	if _, err := ReadPart(prefix, "ckpt.10", 4); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := dirReadPart(prefix, "ckpt.10", 4); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing part: %v", err)
 	}
 	// A part in the wrong place is caught.
-	must(t, os.MkdirAll(ManifestDir(prefix, "ckpt.11"), 0o755))
-	must(t, os.Link(PartPath(prefix, "ckpt.10", 3), PartPath(prefix, "ckpt.11", 3)))
-	if _, err := ReadPart(prefix, "ckpt.11", 3); !errors.Is(err, ErrBadMetadata) {
+	must(t, os.MkdirAll(manifestDir(prefix, "ckpt.11"), 0o755))
+	must(t, os.Link(partPath(prefix, "ckpt.10", 3), partPath(prefix, "ckpt.11", 3)))
+	if _, err := dirReadPart(prefix, "ckpt.11", 3); !errors.Is(err, ErrBadMetadata) {
 		t.Errorf("misplaced part: %v", err)
 	}
 }
@@ -65,7 +65,7 @@ func TestWritePartRejects(t *testing.T) {
 		"meta name":   {".scrfs", 0, nil},
 		"escape":      {"ckpt.1", 0, []Entry{{Meta: files.Meta{Path: "../x", Type: files.Regular}}}},
 	} {
-		if err := WritePart(prefix, tc.dataset, tc.node, tc.es); err == nil {
+		if err := dirWritePart(prefix, tc.dataset, tc.node, tc.es); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -76,22 +76,22 @@ func TestWritePartRejects(t *testing.T) {
 // removes it.
 func TestPartCrashLeftovers(t *testing.T) {
 	prefix := fastDir(t)
-	must(t, os.MkdirAll(ManifestDir(prefix, "ckpt.1"), 0o755))
-	stale := filepath.Join(filepath.Dir(PartPath(prefix, "ckpt.1", 0)), atomicfile.TempPrefix(filepath.Base(PartPath(prefix, "ckpt.1", 0)))+"4711")
+	must(t, os.MkdirAll(manifestDir(prefix, "ckpt.1"), 0o755))
+	stale := filepath.Join(filepath.Dir(partPath(prefix, "ckpt.1", 0)), atomicfile.TempPrefix(filepath.Base(partPath(prefix, "ckpt.1", 0)))+"4711")
 	must(t, os.WriteFile(stale, []byte(`{"version":1,"dataset":"ckpt.1","node":0,"entr`), 0o644))
-	if _, err := ReadPart(prefix, "ckpt.1", 0); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := dirReadPart(prefix, "ckpt.1", 0); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a half-written part was read: %v", err)
 	}
-	other := filepath.Join(filepath.Dir(PartPath(prefix, "ckpt.1", 1)), atomicfile.TempPrefix(filepath.Base(PartPath(prefix, "ckpt.1", 1)))+"1")
+	other := filepath.Join(filepath.Dir(partPath(prefix, "ckpt.1", 1)), atomicfile.TempPrefix(filepath.Base(partPath(prefix, "ckpt.1", 1)))+"1")
 	must(t, os.WriteFile(other, nil, 0o644))
-	must(t, WritePart(prefix, "ckpt.1", 0, nil))
+	must(t, dirWritePart(prefix, "ckpt.1", 0, nil))
 	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
 		t.Error("stale temporary part not removed")
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Error("node 0 removed node 1's temporary part")
 	}
-	es, err := ReadPart(prefix, "ckpt.1", 0)
+	es, err := dirReadPart(prefix, "ckpt.1", 0)
 	must(t, err)
 	if len(es) != 0 {
 		t.Errorf("empty part read as %v", es)
@@ -101,14 +101,14 @@ func TestPartCrashLeftovers(t *testing.T) {
 func TestMergeManifest(t *testing.T) {
 	prefix := fastDir(t)
 	for node := range 3 {
-		must(t, WritePart(prefix, "ckpt.20", node, sampleEntries(node)))
+		must(t, dirWritePart(prefix, "ckpt.20", node, sampleEntries(node)))
 	}
-	m, err := MergeManifest(prefix, "ckpt.20", 3)
+	m, err := dirMergeManifest(prefix, "ckpt.20", 3)
 	must(t, err)
 	if m.Files != 6 || m.Bytes != 3*(5<<30+10) || m.Nodes != 3 || len(m.Entries) != 12 {
 		t.Errorf("merged: %d files, %d bytes, %d nodes, %d entries", m.Files, m.Bytes, m.Nodes, len(m.Entries))
 	}
-	back, err := ReadManifest(prefix, "ckpt.20")
+	back, err := dirReadManifest(prefix, "ckpt.20")
 	must(t, err)
 	if !m.Created.Equal(back.Created) {
 		t.Errorf("created %v, read back %v", m.Created, back.Created)
@@ -124,7 +124,7 @@ func TestMergeManifest(t *testing.T) {
 			t.Errorf("ForNode(%d) = %+v", node, got)
 		}
 	}
-	if _, err := ReadManifest(prefix, "ckpt.21"); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := dirReadManifest(prefix, "ckpt.21"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing manifest: %v", err)
 	}
 }
@@ -137,13 +137,13 @@ func TestMergeConflicts(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			prefix := fastDir(t)
-			must(t, WritePart(prefix, "ckpt.1", 0, sampleEntries(0)))
-			must(t, WritePart(prefix, "ckpt.1", 1, second))
-			_, err := MergeManifest(prefix, "ckpt.1", 2)
+			must(t, dirWritePart(prefix, "ckpt.1", 0, sampleEntries(0)))
+			must(t, dirWritePart(prefix, "ckpt.1", 1, second))
+			_, err := dirMergeManifest(prefix, "ckpt.1", 2)
 			if !errors.Is(err, ErrConflict) {
 				t.Fatalf("got %v, want ErrConflict", err)
 			}
-			if _, err := os.Stat(ManifestPath(prefix, "ckpt.1")); err == nil {
+			if _, err := os.Stat(manifestPath(prefix, "ckpt.1")); err == nil {
 				t.Error("a conflicting merge was written")
 			}
 			t.Log(err)
@@ -153,21 +153,22 @@ func TestMergeConflicts(t *testing.T) {
 
 func TestMergeMissingPart(t *testing.T) {
 	prefix := fastDir(t)
-	must(t, WritePart(prefix, "ckpt.1", 0, nil))
-	_, err := MergeManifest(prefix, "ckpt.1", 2)
+	must(t, dirWritePart(prefix, "ckpt.1", 0, nil))
+	_, err := dirMergeManifest(prefix, "ckpt.1", 2)
 	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "node.1.json") {
 		t.Errorf("got %v", err)
 	}
 }
 
 // TestCorruptMetadata: truncated or damaged files are errors that name the
-// file and wrap ErrBadMetadata — never empty results.
+// file and wrap ErrBadMetadata, or ErrUnverified where the change broke
+// the MAC first — never empty results.
 func TestCorruptMetadata(t *testing.T) {
 	prefix := fastDir(t)
-	must(t, WritePart(prefix, "ckpt.1", 0, sampleEntries(0)))
-	_, err := MergeManifest(prefix, "ckpt.1", 1)
+	must(t, dirWritePart(prefix, "ckpt.1", 0, sampleEntries(0)))
+	_, err := dirMergeManifest(prefix, "ckpt.1", 1)
 	must(t, err)
-	for _, path := range []string{PartPath(prefix, "ckpt.1", 0), ManifestPath(prefix, "ckpt.1")} {
+	for _, path := range []string{partPath(prefix, "ckpt.1", 0), manifestPath(prefix, "ckpt.1")} {
 		good, err := os.ReadFile(path)
 		must(t, err)
 		for name, bad := range map[string][]byte{
@@ -181,11 +182,11 @@ func TestCorruptMetadata(t *testing.T) {
 			must(t, os.WriteFile(path, bad, 0o644))
 			var err error
 			if strings.HasSuffix(path, "manifest.json") {
-				_, err = ReadManifest(prefix, "ckpt.1")
+				_, err = dirReadManifest(prefix, "ckpt.1")
 			} else {
-				_, err = ReadPart(prefix, "ckpt.1", 0)
+				_, err = dirReadPart(prefix, "ckpt.1", 0)
 			}
-			if !errors.Is(err, ErrBadMetadata) || !strings.Contains(err.Error(), path) {
+			if !errors.Is(err, ErrBadMetadata) && !errors.Is(err, ErrUnverified) || !strings.Contains(err.Error(), path) {
 				t.Errorf("%s %s: got %v", filepath.Base(path), name, err)
 			}
 		}

@@ -22,7 +22,7 @@ func TestMetrics(t *testing.T) {
 	writeFile(t, filepath.Join(src, "d/b"), 5000, 2)
 	prefix := filepath.Join(fastDir(t), "ckpt.1")
 	o := Options{CRC: true, Metrics: m, Limiter: NewLimiter(1 << 30)}
-	es, err := Flush(context.Background(), src, prefix, 0, listed(t, src), o)
+	es, err := dirFlush(context.Background(), src, prefix, 0, listed(t, src), o)
 	must(t, err)
 	if got := testutil.ToFloat64(m.bytes.WithLabelValues("flush")); got != 8000 {
 		t.Errorf("flush bytes %v", got)
@@ -31,7 +31,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("flush files %v", got)
 	}
 	must(t, os.Truncate(filepath.Join(prefix, "a"), 10))
-	if err := Fetch(context.Background(), prefix, filepath.Join(fastDir(t), "ckpt.1"), es, o); err == nil {
+	if err := dirFetch(context.Background(), prefix, filepath.Join(fastDir(t), "ckpt.1"), es, o); err == nil {
 		t.Fatal("fetch of a truncated file succeeded")
 	}
 	if got := testutil.ToFloat64(m.failures.WithLabelValues("fetch", "corrupt")); got != 1 {

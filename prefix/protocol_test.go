@@ -29,8 +29,8 @@ func TestProtocol(t *testing.T) {
 		}
 	}
 
-	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.7", ID: 7, Nodes: nodes}, lg))
-	ix, err := ReadIndex(prefix)
+	must(t, dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.7", ID: 7, Nodes: nodes}, lg))
+	ix, err := dirReadIndex(prefix)
 	must(t, err)
 	if e, _ := ix.Lookup("ckpt.7"); e.State != StateFlushing {
 		t.Fatalf("after BeginFlush: %+v", e)
@@ -39,14 +39,14 @@ func TestProtocol(t *testing.T) {
 		t.Error("a flushing dataset is offered for fetch")
 	}
 	for i := range nodes {
-		es, err := Flush(ctx, filepath.Join(caches[i], "ckpt.7"), filepath.Join(prefix, "ckpt.7"), i, listed(t, filepath.Join(caches[i], "ckpt.7")), Options{CRC: true, Logger: lg})
+		es, err := dirFlush(ctx, filepath.Join(caches[i], "ckpt.7"), filepath.Join(prefix, "ckpt.7"), i, listed(t, filepath.Join(caches[i], "ckpt.7")), Options{CRC: true, Logger: lg})
 		must(t, err)
-		must(t, WritePart(prefix, "ckpt.7", i, es))
+		must(t, dirWritePart(prefix, "ckpt.7", i, es))
 	}
-	m, err := CompleteFlush(ctx, prefix, "ckpt.7", nodes, lg)
+	m, err := dirCompleteFlush(ctx, prefix, "ckpt.7", nodes, lg)
 	must(t, err)
 
-	ix, err = ReadIndex(prefix)
+	ix, err = dirReadIndex(prefix)
 	must(t, err)
 	e, ok := ix.Newest(nil)
 	if !ok || e.Name != "ckpt.7" || e.State != StateComplete || e.Files != 2 || e.Bytes != 20001 || e.Nodes != nodes || e.Flushed.IsZero() {
@@ -54,7 +54,7 @@ func TestProtocol(t *testing.T) {
 	}
 
 	// Restart: every node fetches its share into a wiped cache.
-	m2, err := ReadManifest(prefix, e.Name)
+	m2, err := dirReadManifest(prefix, e.Name)
 	must(t, err)
 	m2.Created = m.Created
 	if !reflect.DeepEqual(m, m2) {
@@ -62,43 +62,43 @@ func TestProtocol(t *testing.T) {
 	}
 	for i := range nodes {
 		dst := filepath.Join(fastDir(t), "ckpt.7")
-		must(t, Fetch(ctx, filepath.Join(prefix, "ckpt.7"), dst, m2.ForNodes([]int{i}), Options{CRC: true, Logger: lg}))
+		must(t, dirFetch(ctx, filepath.Join(prefix, "ckpt.7"), dst, m2.ForNodes([]int{i}), Options{CRC: true, Logger: lg}))
 		if got, want := treeOf(t, dst), treeOf(t, filepath.Join(caches[i], "ckpt.7")); !reflect.DeepEqual(got, want) {
 			t.Errorf("node %d fetched %v, had %v", i, got, want)
 		}
 	}
 
 	// A failed fetch takes it out of the running.
-	must(t, UpdateIndex(ctx, prefix, lg, func(ix *Index) error {
+	must(t, dirUpdateIndex(ctx, prefix, lg, func(ix *Index) error {
 		return ix.AddFetchFailure("ckpt.7", FetchFailure{Node: 1, Reason: "corrupt"})
 	}))
-	ix, _ = ReadIndex(prefix)
+	ix, _ = dirReadIndex(prefix)
 	if _, ok := ix.Newest(nil); ok {
 		t.Error("a dataset with a failed fetch is still offered")
 	}
 
 	// Re-flush: BeginFlush demotes it and drops the old manifests first.
-	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.7", ID: 7, Nodes: nodes}, lg))
-	if _, err := ReadManifest(prefix, "ckpt.7"); !errors.Is(err, fs.ErrNotExist) {
+	must(t, dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.7", ID: 7, Nodes: nodes}, lg))
+	if _, err := dirReadManifest(prefix, "ckpt.7"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("old manifest survives BeginFlush: %v", err)
 	}
-	ix, _ = ReadIndex(prefix)
+	ix, _ = dirReadIndex(prefix)
 	if e, _ := ix.Lookup("ckpt.7"); e.State != StateFlushing || len(e.FailedFetches) != 0 {
 		t.Errorf("after second BeginFlush: %+v", e)
 	}
 
-	must(t, RemoveDataset(ctx, prefix, "ckpt.7", lg))
-	ix, _ = ReadIndex(prefix)
+	must(t, dirRemoveDataset(ctx, prefix, "ckpt.7", lg))
+	ix, _ = dirReadIndex(prefix)
 	if _, ok := ix.Lookup("ckpt.7"); ok {
 		t.Error("removed dataset still in the index")
 	}
-	for _, p := range []string{filepath.Join(prefix, "ckpt.7"), ManifestDir(prefix, "ckpt.7")} {
+	for _, p := range []string{filepath.Join(prefix, "ckpt.7"), manifestDir(prefix, "ckpt.7")} {
 		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s survives RemoveDataset", p)
 		}
 	}
-	must(t, RemoveDataset(ctx, prefix, "ckpt.7", lg)) // idempotent
-	must(t, RemoveDataset(ctx, fastDir(t), "never", lg))
+	must(t, dirRemoveDataset(ctx, prefix, "ckpt.7", lg)) // idempotent
+	must(t, dirRemoveDataset(ctx, fastDir(t), "never", lg))
 }
 
 // TestCompleteFlushMissingPart: a node that never reported keeps the
@@ -106,12 +106,12 @@ func TestProtocol(t *testing.T) {
 func TestCompleteFlushMissingPart(t *testing.T) {
 	ctx := context.Background()
 	prefix := fastDir(t)
-	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 1, Nodes: 2}, nil))
-	must(t, WritePart(prefix, "ckpt.1", 0, nil))
-	if _, err := CompleteFlush(ctx, prefix, "ckpt.1", 2, nil); !errors.Is(err, fs.ErrNotExist) {
+	must(t, dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 1, Nodes: 2}, nil))
+	must(t, dirWritePart(prefix, "ckpt.1", 0, nil))
+	if _, err := dirCompleteFlush(ctx, prefix, "ckpt.1", 2, nil); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("got %v", err)
 	}
-	ix, _ := ReadIndex(prefix)
+	ix, _ := dirReadIndex(prefix)
 	if e, _ := ix.Lookup("ckpt.1"); e.State != StateFlushing {
 		t.Errorf("state %q", e.State)
 	}
@@ -123,7 +123,7 @@ func TestRemoveDatasetReadOnlyDirs(t *testing.T) {
 	prefix := fastDir(t)
 	writeFile(t, filepath.Join(prefix, "ckpt.1", "d", "f"), 10, 1)
 	must(t, os.Chmod(filepath.Join(prefix, "ckpt.1", "d"), 0o500))
-	must(t, RemoveDataset(context.Background(), prefix, "ckpt.1", nil))
+	must(t, dirRemoveDataset(context.Background(), prefix, "ckpt.1", nil))
 	if _, err := os.Stat(filepath.Join(prefix, "ckpt.1")); !errors.Is(err, fs.ErrNotExist) {
 		t.Error("not removed")
 	}

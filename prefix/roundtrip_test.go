@@ -28,7 +28,7 @@ func TestRoundTrip(t *testing.T) {
 			lg, _ := newTestLogger(t, false)
 			o := Options{Streams: 3, CRC: crc, Logger: lg}
 
-			entries, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.10"), 2, listed(t, src), o)
+			entries, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.10"), 2, listed(t, src), o)
 			must(t, err)
 
 			// The prefix holds the same bytes, symlinks and file modes.
@@ -80,7 +80,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 
 			// Fetch back, from the entries as the manifest would store them.
-			must(t, Fetch(context.Background(), filepath.Join(prefix, "ckpt.10"), filepath.Join(back, "ckpt.10"), entries, o))
+			must(t, dirFetch(context.Background(), filepath.Join(prefix, "ckpt.10"), filepath.Join(back, "ckpt.10"), entries, o))
 			if got := treeOf(t, filepath.Join(back, "ckpt.10")); !reflect.DeepEqual(got, want) {
 				for p := range want {
 					if got[p] != want[p] {
@@ -103,9 +103,9 @@ func TestFlushToDisk(t *testing.T) {
 	cache, disk, back := fastDir(t), t.TempDir(), fastDir(t)
 	src := filepath.Join(cache, "ckpt.1")
 	buildTree(t, src, testing.Short())
-	entries, err := Flush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, listed(t, src), Options{CRC: true})
+	entries, err := dirFlush(context.Background(), src, filepath.Join(disk, "ckpt.1"), 0, listed(t, src), Options{CRC: true})
 	must(t, err)
-	must(t, Fetch(context.Background(), filepath.Join(disk, "ckpt.1"), filepath.Join(back, "ckpt.1"), entries, Options{CRC: true}))
+	must(t, dirFetch(context.Background(), filepath.Join(disk, "ckpt.1"), filepath.Join(back, "ckpt.1"), entries, Options{CRC: true}))
 	if got, want := treeOf(t, filepath.Join(back, "ckpt.1")), treeOf(t, src); !reflect.DeepEqual(got, want) {
 		t.Errorf("tree changed on the way through disk")
 	}
@@ -133,11 +133,11 @@ func TestSparse(t *testing.T) {
 	must(t, f.Close())
 
 	start := time.Now()
-	entries, err := Flush(context.Background(), filepath.Dir(src), filepath.Join(prefix, "ckpt.5"), 0, listed(t, filepath.Dir(src)), Options{CRC: true})
+	entries, err := dirFlush(context.Background(), filepath.Dir(src), filepath.Join(prefix, "ckpt.5"), 0, listed(t, filepath.Dir(src)), Options{CRC: true})
 	must(t, err)
 	flushTook := time.Since(start)
 	start = time.Now()
-	must(t, Fetch(context.Background(), filepath.Join(prefix, "ckpt.5"), filepath.Join(back, "ckpt.5"), entries, Options{CRC: true}))
+	must(t, dirFetch(context.Background(), filepath.Join(prefix, "ckpt.5"), filepath.Join(back, "ckpt.5"), entries, Options{CRC: true}))
 	t.Logf("5 GiB sparse file: flush %v, fetch %v", flushTook, time.Since(start))
 
 	if want := crcFile(t, src); entries[0].CRC32C != want {
@@ -204,7 +204,7 @@ func TestProgress(t *testing.T) {
 		calls++
 		inCall = false
 	}}
-	_, err := Flush(context.Background(), src, filepath.Join(prefix, "ckpt.2"), 0, listed(t, src), o)
+	_, err := dirFlush(context.Background(), src, filepath.Join(prefix, "ckpt.2"), 0, listed(t, src), o)
 	must(t, err)
 	if len(problems) > 0 {
 		t.Error(problems)
@@ -223,7 +223,7 @@ func TestFlushSecondNodeSharesDirs(t *testing.T) {
 	for node := range 2 {
 		src := filepath.Join(fastDir(t), "ckpt.3")
 		writeFile(t, filepath.Join(src, "shared/rank_"+string(rune('0'+node))), 1000, uint64(node))
-		es, err := Flush(context.Background(), src, dst, node, listed(t, src), Options{CRC: true})
+		es, err := dirFlush(context.Background(), src, dst, node, listed(t, src), Options{CRC: true})
 		must(t, err)
 		all = append(all, es...)
 	}
@@ -245,8 +245,8 @@ func TestFlushRetryAfterCrash(t *testing.T) {
 	writeFile(t, filepath.Join(src, "a.bin"), 5000, 1)
 	dst := filepath.Join(prefix, "ckpt.4")
 	must(t, os.MkdirAll(dst, 0o755))
-	writeFile(t, tmpName(filepath.Join(dst, "a.bin"), 0), 9999, 2)
-	_, err := Flush(context.Background(), src, dst, 0, listed(t, src), Options{CRC: true})
+	writeFile(t, filepath.Join(dst, tmpName("a.bin", 0)), 9999, 2)
+	_, err := dirFlush(context.Background(), src, dst, 0, listed(t, src), Options{CRC: true})
 	must(t, err)
 	if l := leftovers(t, prefix); len(l) > 0 {
 		t.Errorf("leftovers: %v", l)
@@ -258,11 +258,11 @@ func TestFlushRetryAfterCrash(t *testing.T) {
 
 func TestTmpNameLong(t *testing.T) {
 	long := strings.Repeat("x", 250)
-	a, b := tmpName("/p/d/"+long, 3), tmpName("/p/d/"+long[:249]+"y", 3)
-	if len(filepath.Base(a)) > 255 || a == b || filepath.Dir(a) != "/p/d" || !strings.HasPrefix(filepath.Base(a), tmpInfix) {
+	a, b := tmpName(long, 3), tmpName(long[:249]+"y", 3)
+	if len(a) > 255 || a == b || strings.Contains(a, "/") || !strings.HasPrefix(a, tmpInfix) {
 		t.Errorf("tmpName of long names: %q, %q", a, b)
 	}
-	if got := tmpName("/p/d/rank_0", 12); got != "/p/d/.rank_0.scrfs-tmp.12" {
+	if got := tmpName("rank_0", 12); got != ".rank_0.scrfs-tmp.12" {
 		t.Errorf("tmpName = %q", got)
 	}
 }

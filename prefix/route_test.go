@@ -46,20 +46,20 @@ func TestIndexEntryRoute(t *testing.T) {
 func TestBeginFlushKeepsRoute(t *testing.T) {
 	prefix := fastDir(t)
 	ctx := context.Background()
-	must(t, BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 7, Nodes: 2, Kind: layout.RouteFlat, Root: "ckpts",
+	must(t, dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 7, Nodes: 2, Kind: layout.RouteFlat, Root: "ckpts",
 		Files: 99, FailedFetches: []FetchFailure{{Node: 1}}}, nil))
-	ix, err := ReadIndex(prefix)
+	ix, err := dirReadIndex(prefix)
 	must(t, err)
 	e, ok := ix.Lookup("ckpt.1")
 	if !ok || e.Kind != layout.RouteFlat || e.Root != "ckpts" || e.ID != 7 || e.Files != 0 || e.FailedFetches != nil {
 		t.Fatalf("entry after BeginFlush: %+v", e)
 	}
 	// A route that does not validate leaves the index as it was.
-	err = BeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.2", ID: 8, Nodes: 2, Kind: layout.RouteDir, Root: "elsewhere"}, nil)
+	err = dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.2", ID: 8, Nodes: 2, Kind: layout.RouteDir, Root: "elsewhere"}, nil)
 	if err == nil {
 		t.Fatal("BeginFlush accepted a directory dataset rooted at another name")
 	}
-	if ix, _ := ReadIndex(prefix); len(ix.Datasets) != 1 {
+	if ix, _ := dirReadIndex(prefix); len(ix.Datasets) != 1 {
 		t.Fatalf("index changed by a refused BeginFlush: %+v", ix.Datasets)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/redfile"
 	"github.com/scrfs/scrfs/schemes"
@@ -123,7 +124,7 @@ func TestCorruptRedundancyFileRebuilt(t *testing.T) {
 // a restart verify its files.
 func TestSingleRecordsMetadata(t *testing.T) {
 	f := newFixture(t, schemes.Params{Kind: schemes.Single, Size: 1}, memnet.Faults{})
-	f.Cfg.Options.Prefix, f.Cfg.Options.Every = t.TempDir(), 1
+	f.Cfg.Options.Prefix, f.Cfg.Options.Every = nodetest.Prefix(t, t.TempDir()), 1
 	f.startAll()
 	f.write("ckpt.1", 10<<10)
 	f.complete(0, "ckpt.1")

@@ -79,6 +79,9 @@ type (
 		// made before records).
 		Seq       uint64    `json:"seq"`
 		Completed time.Time `json:"completed,omitzero"`
+		// Manifest is the digest of the manifest the index completed:
+		// every node reads that one and no other.
+		Manifest string `json:"manifest,omitempty"`
 	}
 	fetchReply struct {
 		Files   int64   `json:"files"`
@@ -108,7 +111,7 @@ func (f *Flusher) registerFetch() {
 // together with every other node; the daemon's restore calls it when no
 // checkpoint is left in the cache, and returns once the fetch is over.
 func (f *Flusher) Fetch(ctx context.Context) {
-	if f.prefix == "" || !f.o.Fetch {
+	if f.prefix == nil || !f.o.Fetch {
 		return
 	}
 	if f.self == 0 {
@@ -124,7 +127,7 @@ func (f *Flusher) endFetchDecision() {
 	f.fetch.mu.Lock()
 	joined := f.fetch.joined
 	f.fetch.mu.Unlock()
-	if f.self != 0 && !joined && f.prefix != "" && f.o.Fetch {
+	if f.self != 0 && !joined && f.prefix != nil && f.o.Fetch {
 		// Restarted from this node's cache: node 0 must not wait for us.
 		f.g.Go(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, 2*f.o.ConnectTimeout)
@@ -201,7 +204,7 @@ func (f *Flusher) coordinateFetch(ctx context.Context) {
 	c.outcome = f.fetchNewest(ctx, c)
 	if c.outcome.Dataset == "" && !c.outcome.Fresh {
 		f.log.Error("no checkpoint in the cache and none fetched from the prefix: starting with an empty cache",
-			"reason", c.outcome.Reason, "prefix", f.prefix)
+			"reason", c.outcome.Reason, "prefix", f.prefix.String())
 	}
 }
 
@@ -209,14 +212,14 @@ func (f *Flusher) coordinateFetch(ctx context.Context) {
 func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 	gathered := false
 	for ctx.Err() == nil {
-		ix, err := prefix.ReadIndex(f.prefix)
+		ix, err := f.prefix.ReadIndex(ctx)
 		if err != nil {
 			return fetchOutcome{Reason: "the prefix index is unreadable: " + err.Error()}
 		}
 		e, ok := ix.Newest(nil)
 		if !ok {
 			if len(ix.Datasets) == 0 {
-				f.log.Info("nothing to fetch: no dataset was flushed to the prefix yet", "prefix", f.prefix)
+				f.log.Info("nothing to fetch: no dataset was flushed to the prefix yet", "prefix", f.prefix.String())
 				return fetchOutcome{Reason: "no dataset was flushed to the prefix yet", Fresh: true}
 			}
 			return fetchOutcome{Reason: f.noCandidate(ix)}
@@ -237,7 +240,7 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 		case len(failures) == 0:
 			return fetchOutcome{Dataset: e.Name}
 		}
-		err = prefix.UpdateIndex(ctx, f.prefix, f.log, func(ix *prefix.Index) error {
+		err = f.prefix.UpdateIndex(ctx, f.log, func(ix *prefix.Index) error {
 			for _, ff := range failures {
 				if err := ix.AddFetchFailure(e.Name, ff); err != nil {
 					return err
@@ -324,12 +327,15 @@ func (f *Flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
 func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures []prefix.FetchFailure, fatal error) {
 	log := f.log.With("dataset", e.Name)
 	now := time.Now().UTC()
-	// A broken manifest fails the dataset without troubling the others.
-	if _, err := prefix.ReadManifest(f.prefix, e.Name); err != nil {
+	// A broken or refused manifest fails the dataset without troubling
+	// the others.
+	man, err := f.prefix.ReadManifest(ctx, e.Name, e.Manifest)
+	if err != nil {
 		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
 	}
-	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root, Seq: e.ID, Completed: e.Flushed}
-	switch rec, err := readPrefixRecord(f.prefix, e.Name); {
+	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root, Seq: e.ID, Completed: e.Flushed,
+		Manifest: e.Manifest}
+	switch rec, err := f.readPrefixRecord(ctx, man); {
 	case err == nil:
 		msg.Seq, msg.Completed = rec.Seq, rec.Completed
 	case !record.IsMissing(err):

@@ -8,7 +8,6 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/files"
-	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 )
 
@@ -19,13 +18,13 @@ import (
 // handleFetch copies this node's share of a dataset from the prefix into
 // the staging directory, verifying sizes and CRCs.
 func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, error) {
-	if f.prefix == "" {
+	if f.prefix == nil {
 		return nil, errNoPrefix
 	}
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.self, ds.State())
 	}
-	man, err := prefix.ReadManifest(f.prefix, m.Dataset)
+	man, err := f.prefix.ReadManifest(ctx, m.Dataset, m.Manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +44,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	// parts of nodes j, j+M, j+2M, … (M this job's nodes); the namespace
 	// shows every node all of them.
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
-	err = prefix.Fetch(ctx, layout.PrefixDatasetDir(f.prefix, m.Dataset), staging, entries, o)
+	err = f.prefix.Fetch(ctx, m.Dataset, staging, entries, o)
 	f.met.rate.WithLabelValues("fetch").Set(0)
 	if err != nil {
 		os.RemoveAll(staging)
@@ -92,7 +91,7 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	f.setOutcome(m.Dataset, outcome{FlushStatus: cache.FlushStatus{State: cache.FlushDone, Finished: now}})
 	f.log.Info("dataset fetched", "dataset", m.Dataset, "bytes", st.res.Bytes, "files", st.res.Files,
 		"seconds", st.res.Seconds, "rate_mib_s", mibPerSec(st.res.Bytes, st.res.Seconds),
-		"from", layout.PrefixDatasetDir(f.prefix, m.Dataset))
+		"from", f.prefix.Locate(m.Dataset))
 	return struct{}{}, nil
 }
 

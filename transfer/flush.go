@@ -58,9 +58,10 @@ type Options struct {
 	Store Store
 	// Nodes is the number of nodes in the job; this node is Mux.Self().
 	Nodes int
-	// Prefix is the directory on the parallel file system; "" disables
-	// flush and fetch.
-	Prefix string
+	// Prefix is where datasets are flushed to and fetched from (a
+	// directory or object storage: the Flusher does not know which); nil
+	// disables flush and fetch. The Flusher does not close it.
+	Prefix *prefix.Prefix
 	// Every flushes every Every-th settled dataset (0: only on request).
 	Every int
 	// Fetch enables fetching the newest checkpoint at start.
@@ -99,7 +100,7 @@ type Flusher struct {
 	self     int
 	net      *jobnet.Protocol // this protocol's requests and streams on o.Mux
 	log      *slog.Logger
-	prefix   string // "" disables flush and fetch
+	prefix   *prefix.Prefix // nil disables flush and fetch
 	every    int
 	opts     prefix.Options // Streams, Limiter, CRC, Logger, Metrics, Buffers; shared by every call
 	met      *flushMetrics
@@ -184,7 +185,7 @@ func New(o Options) (*Flusher, error) {
 	jobnet.Handle(f.net, "flush-done", f.handleDone)
 	f.registerFetch()
 
-	if f.self == 0 && f.prefix != "" {
+	if f.self == 0 && f.prefix != nil {
 		f.continueIndex()
 	}
 	g.Go(func(context.Context) { f.worker() })
@@ -212,7 +213,7 @@ func (f *Flusher) IndexMax() uint64 { return f.indexMax }
 // continueIndex reserves dataset ids after the index's largest and shows
 // the newest flushed dataset's age from the start.
 func (f *Flusher) continueIndex() {
-	ix, err := prefix.ReadIndex(f.prefix)
+	ix, err := f.prefix.ReadIndex(f.ctx)
 	if err != nil {
 		f.log.Warn("prefix index unreadable: new datasets may be numbered before flushed ones", "err", err)
 		return
@@ -231,7 +232,7 @@ func (f *Flusher) continueIndex() {
 func (f *Flusher) Start() {
 	f.startOnce.Do(func() { close(f.started) })
 	f.endFetchDecision()
-	if f.prefix == "" {
+	if f.prefix == nil {
 		return
 	}
 	f.g.Go(func(context.Context) { f.resume() })
@@ -262,7 +263,7 @@ func (f *Flusher) Settled(name string) {
 		}
 	}
 	f.mu.Unlock()
-	if !counted || f.every <= 0 || f.prefix == "" || n%uint64(f.every) != 0 {
+	if !counted || f.every <= 0 || f.prefix == nil || n%uint64(f.every) != 0 {
 		return
 	}
 	if _, _, err := f.startRound(name, false, fmt.Sprintf("flush.every = %d", f.every)); err != nil {
@@ -359,7 +360,7 @@ func (f *Flusher) resume() {
 		}
 		return
 	}
-	if ix, err := prefix.ReadIndex(f.prefix); err != nil {
+	if ix, err := f.prefix.ReadIndex(f.ctx); err != nil {
 		f.log.Warn("prefix index unreadable: unfinished flushes are not resumed", "err", err)
 	} else {
 		for _, e := range ix.Datasets {

@@ -38,7 +38,7 @@ type flushJob struct {
 // handleFlush runs on every node: flush this node's part of a dataset and
 // answer once it is durable.
 func (f *Flusher) handleFlush(ctx context.Context, from int, m flushMsg) (any, error) {
-	if f.prefix == "" {
+	if f.prefix == nil {
 		return nil, errNoPrefix
 	}
 	j := f.submit(m)
@@ -214,7 +214,7 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	if ds == nil {
 		// Nothing of it was ever written here; node 0's merge still needs
 		// this node's (empty) part.
-		if err := prefix.WritePart(f.prefix, j.dataset, f.self, nil); err != nil {
+		if err := f.prefix.WritePart(j.ctx, j.dataset, f.self, nil); err != nil {
 			return partReply{}, err
 		}
 		f.log.Info("dataset not in this node's cache: flushed an empty part", "dataset", j.dataset)
@@ -237,7 +237,7 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	}
 	var entries []prefix.Entry
 	for _, sh := range shares {
-		es, err := prefix.Flush(j.ctx, sh.dir, layout.PrefixDatasetDir(f.prefix, j.dataset), f.self, sh.list, o)
+		es, err := f.prefix.Flush(j.ctx, j.dataset, sh.dir, f.self, sh.list, o)
 		if err != nil {
 			f.met.rate.WithLabelValues("flush").Set(0)
 			return partReply{}, err
@@ -248,7 +248,7 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 	if err := j.ctx.Err(); err != nil {
 		return partReply{}, err // a newer round took over: its BeginFlush wants a fresh part
 	}
-	if err := prefix.WritePart(f.prefix, j.dataset, f.self, entries); err != nil {
+	if err := f.prefix.WritePart(j.ctx, j.dataset, f.self, entries); err != nil {
 		return partReply{}, err
 	}
 	res := partReply{Seconds: time.Since(start).Seconds()}
@@ -387,7 +387,7 @@ func (f *Flusher) finish(m doneMsg) {
 	f.log.Info("dataset flushed", "dataset", m.Dataset, "bytes", mine.Bytes, "files", mine.Files,
 		"seconds", mine.Seconds, "rate_mib_s", mibPerSec(mine.Bytes, mine.Seconds),
 		"job_bytes", m.Bytes, "job_files", m.Files, "job_seconds", m.Seconds,
-		"dir", layout.PrefixDatasetDir(f.prefix, m.Dataset))
+		"to", f.prefix.Locate(m.Dataset))
 }
 
 // mibPerSec is a rate for log lines.

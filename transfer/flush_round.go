@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
-	"github.com/scrfs/scrfs/internal/atomicfile"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
@@ -162,7 +161,7 @@ func (f *Flusher) newestCompleted() (name, pending string) {
 // round already doing so. Unless force is set, a dataset node 0 has
 // flushed before is not flushed again (already). Node 0 only.
 func (f *Flusher) startRound(name string, force bool, why string) (r *flushRound, already bool, err error) {
-	if f.prefix == "" {
+	if f.prefix == nil {
 		return nil, false, errNoPrefix
 	}
 	ds := f.o.Store.Get(name)
@@ -208,7 +207,7 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	ctx := f.ctx
 	start := time.Now()
 	log := f.log.With("dataset", r.dataset, "round", r.token)
-	log.Info("flush started", "reason", r.reason, "nodes", f.o.Nodes, "prefix", f.prefix)
+	log.Info("flush started", "reason", r.reason, "nodes", f.o.Nodes, "prefix", f.prefix.String())
 	entry := prefix.IndexEntry{Name: r.dataset, ID: info.ID, Nodes: f.o.Nodes, Kind: string(info.Kind), Root: info.Root}
 	if info.Seq > 0 {
 		entry.ID = info.Seq // the job-wide order, the same on every node and across allocations
@@ -225,7 +224,7 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 	if err := f.prepare(ctx, r); err != nil {
 		// Nothing in the prefix was touched: an old copy may still write.
 		reasons = append(reasons, err.Error())
-	} else if err := prefix.BeginFlush(ctx, f.prefix, entry, f.log); err != nil {
+	} else if err := f.prefix.BeginFlush(ctx, entry, f.log); err != nil {
 		reasons = append(reasons, "node 0: "+err.Error())
 	} else {
 		parts, answered := f.collectParts(ctx, r, info.Created)
@@ -234,14 +233,16 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 				reasons = append(reasons, err.Error())
 			}
 		}
+		var rec []byte
 		if len(reasons) == 0 {
-			if err := f.writePrefixRecord(r.dataset); err != nil {
+			var err error
+			if rec, err = f.prefixRecord(r.dataset); err != nil {
 				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
 		if len(reasons) == 0 {
 			var err error
-			if m, err = prefix.CompleteFlush(ctx, f.prefix, r.dataset, f.o.Nodes, f.log); err != nil {
+			if m, err = f.prefix.CompleteFlush(ctx, r.dataset, f.o.Nodes, rec, f.log); err != nil {
 				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
@@ -368,16 +369,16 @@ func (f *Flusher) waitLink(ctx context.Context, n int) error {
 func (f *Flusher) cleanup(name string, answered bool, log *slog.Logger) {
 	if !answered {
 		log.Warn("flush failed with a node unreachable; its partial files stay in the prefix until the dataset is flushed again",
-			"dir", layout.PrefixDatasetDir(f.prefix, name))
+			"at", f.prefix.Locate(name))
 		return
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
 	defer cancel()
-	if err := prefix.RemoveDataset(ctx, f.prefix, name, f.log); err != nil {
+	if err := f.prefix.RemoveDataset(ctx, name, f.log); err != nil {
 		log.Warn("could not remove the failed flush from the prefix", "err", err)
 		return
 	}
-	log.Info("removed the failed flush from the prefix", "dir", layout.PrefixDatasetDir(f.prefix, name))
+	log.Info("removed the failed flush from the prefix", "at", f.prefix.Locate(name))
 }
 
 // handleResume runs on node 0: a node restarted with a flush of name
@@ -417,39 +418,42 @@ func (f *Flusher) setFlush(name string, st cache.FlushStatus) {
 	}
 }
 
-// writePrefixRecord copies node 0's record of a dataset beside its
-// manifest in the prefix, before the index calls the dataset complete: a
+// prefixRecord returns node 0's record of a dataset, for CompleteFlush to
+// keep beside its manifest before the index calls the dataset complete: a
 // fetch then restores its place in the job's order. A dataset completed
-// before records existed has none to copy.
-func (f *Flusher) writePrefixRecord(name string) error {
+// before records existed has none (nil).
+func (f *Flusher) prefixRecord(name string) ([]byte, error) {
 	ds := f.o.Store.Get(name)
 	if ds == nil {
-		return fmt.Errorf("dataset %s left the cache of node 0", name)
+		return nil, fmt.Errorf("dataset %s left the cache of node 0", name)
 	}
 	rec, err := record.Load(ds.Dir())
 	if record.IsMissing(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	b, err := rec.Marshal()
+	return rec.Marshal()
+}
+
+// readPrefixRecord reads the record kept beside manifest m in the prefix
+// (checked against m's digest of it), as untrusted input; one missing is
+// an error record.IsMissing recognises.
+func (f *Flusher) readPrefixRecord(ctx context.Context, m *prefix.Manifest) (*record.Record, error) {
+	b, err := f.prefix.ReadRecord(ctx, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return atomicfile.Write(prefixRecordPath(f.prefix, name), b, 0o644)
-}
-
-// readPrefixRecord reads a dataset's record from the prefix, as untrusted
-// input.
-func readPrefixRecord(dir, name string) (*record.Record, error) {
-	rec, err := record.LoadFile(prefixRecordPath(dir, name))
-	if err == nil && rec.Dataset != name {
-		err = fmt.Errorf("%w: the record of %s is in the place of %s", record.ErrBadRecord, rec.Dataset, name)
+	if b == nil {
+		return nil, fmt.Errorf("no record beside the manifest of %s: %w", m.Dataset, os.ErrNotExist)
 	}
-	return rec, err
-}
-
-func prefixRecordPath(dir, name string) string {
-	return filepath.Join(prefix.ManifestDir(dir, name), record.File)
+	rec, err := record.Decode(b)
+	if err == nil && rec.Dataset != m.Dataset {
+		err = fmt.Errorf("%w: the record of %s is in the place of %s", record.ErrBadRecord, rec.Dataset, m.Dataset)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the record of %s in the prefix: %w", m.Dataset, err)
+	}
+	return rec, nil
 }

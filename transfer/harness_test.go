@@ -45,7 +45,7 @@ func newFixtureAt(t *testing.T, nodes int, faults memnet.Faults, prefix string) 
 		Job: nodetest.New(t, nodes, faults, nodetest.Config{
 			Scheme: layout.Scheme{Kind: layout.KindSingle}, SetSize: 1,
 			Options: node.Options{
-				Prefix: prefix, Fetch: true, Streams: 2, CRC: true,
+				Prefix: nodetest.Prefix(t, prefix), Fetch: true, Streams: 2, CRC: true,
 				Timeout: time.Second, ConnectTimeout: time.Second, MemberTimeout: time.Second,
 			},
 		}),
@@ -138,7 +138,7 @@ func (f *fixture) describeFlush(name string) string {
 
 // index returns the prefix's index entry of dataset name.
 func (f *fixture) index(name string) (prefix.IndexEntry, bool) {
-	ix, err := prefix.ReadIndex(f.prefix)
+	ix, err := nodetest.Prefix(f.T, f.prefix).ReadIndex(context.Background())
 	if err != nil {
 		f.T.Fatal(err)
 	}

@@ -39,7 +39,7 @@ type Requested struct {
 // dataset completed on this node when name is ""), again if force even if
 // it was flushed already.
 func (f *Flusher) Request(ctx context.Context, name string, force bool) (Requested, error) {
-	if f.prefix == "" {
+	if f.prefix == nil {
 		return Requested{}, errNoPrefix
 	}
 	if name == "" {

@@ -10,17 +10,19 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 )
 
-// runList prints the prefix directory's job index, as scr_index does. It
-// reads the index file itself: no daemon needs to run (after the job, on a
-// login node, say).
+// runList prints the prefix's job index, as scr_index does. It reads the
+// index itself: no daemon needs to run (after the job, on a login node,
+// say). Entries are verified with the user's prefix key where there is
+// one; without it they are shown, marked unverified.
 func runList(e *env, args []string) int {
 	fs := e.flags("list")
 	asJSON := fs.Bool("json", false, "print the index as JSON (the format of <prefix>/.scrfs/index.json)")
-	prefixDir := fs.String("prefix", "", "prefix directory (default: paths.prefix of the configuration)")
-	file := fs.String("config", "", "configuration file, for paths.prefix")
+	prefixDir := fs.String("prefix", "", "prefix directory or s3://bucket/path (default: paths.prefix of the configuration)")
+	file := fs.String("config", "", "configuration file, for paths.prefix and the prefix key")
 	var current string
 	setCurrent := false
 	fs.Func("set-current", `mark dataset NAME as the one a restart fetches, even if newer ones exist ("" clears the mark)`,
@@ -32,27 +34,43 @@ func runList(e *env, args []string) int {
 		fs.Usage()
 		return exitUsage
 	}
-	dir := *prefixDir
-	if dir == "" {
-		cfg, ok := e.loadConfig(*file)
-		if !ok {
-			return exitConfig
-		}
-		dir = cfg.Paths.Prefix
-	}
-	if dir == "" {
-		e.errorf("no prefix directory: set paths.prefix (SCRFS_PATHS_PREFIX) or give --prefix")
+	cfg, ok := e.loadConfig(*file)
+	if !ok {
 		return exitConfig
 	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
+	loc := *prefixDir
+	if loc == "" {
+		loc = cfg.Paths.Prefix
 	}
+	if loc == "" {
+		e.errorf("no prefix: set paths.prefix (SCRFS_PATHS_PREFIX) or give --prefix")
+		return exitConfig
+	}
+	if abs, err := filepath.Abs(loc); err == nil && !layout.PrefixIsS3(loc) {
+		loc = abs
+	}
+	ctx := context.Background()
+	keyPath, err := prefix.KeyPath(cfg.Prefix.KeyFile)
+	var key []byte
+	if err == nil {
+		key, err = prefix.LoadKey(keyPath, false)
+	}
+	if err != nil && !prefix.IsNoKey(err) {
+		e.errorf("%v", err)
+		return exitConfig
+	}
+	p, err := prefix.Open(ctx, prefix.Config{Location: loc, Key: key, TrustUnsigned: cfg.Prefix.TrustUnsigned})
+	if err != nil {
+		e.errorf("%v", err)
+		return exitConfig
+	}
+	defer p.Close()
 	if setCurrent {
-		if code := e.setCurrent(dir, current); code != exitOK {
+		if code := e.setCurrent(ctx, p, current); code != exitOK {
 			return code
 		}
 	}
-	ix, err := prefix.ReadIndex(dir)
+	ix, err := p.ReadIndex(ctx)
 	if err != nil {
 		e.errorf("%v", err)
 		return exitError
@@ -63,17 +81,20 @@ func runList(e *env, args []string) int {
 		enc.Encode(ix)
 		return exitOK
 	}
-	printIndex(e.stdout, dir, ix)
+	printIndex(e.stdout, p.String(), ix)
+	if key == nil {
+		fmt.Fprintf(e.stdout, "\nno prefix key (%s): nothing above could be verified\n", keyPath)
+	}
 	return exitOK
 }
 
 // setCurrent marks (or with "" clears) the dataset a restart fetches.
-func (e *env) setCurrent(dir, name string) int {
+func (e *env) setCurrent(ctx context.Context, p *prefix.Prefix, name string) int {
 	code := exitOK
-	err := prefix.UpdateIndex(context.Background(), dir, nil, func(ix *prefix.Index) error {
+	err := p.UpdateIndex(ctx, nil, func(ix *prefix.Index) error {
 		if _, ok := ix.Lookup(name); name != "" && !ok {
 			code = exitNotFound
-			return fmt.Errorf("set current: no dataset %q in the index of %s", name, dir)
+			return fmt.Errorf("set current: no dataset %q in the index of %s", name, p)
 		}
 		return ix.SetCurrent(name)
 	})
@@ -87,6 +108,10 @@ func (e *env) setCurrent(dir, name string) int {
 	return exitOK
 }
 
+// macColumn says in the table whether an entry's MAC verifies: one that
+// does not is never fetched.
+var macColumn = map[prefix.Trust]string{prefix.Verified: "ok", prefix.Unsigned: "none", prefix.Forged: "BAD"}
+
 // printIndex prints the index newest first, then the reasons of failed
 // fetches.
 func printIndex(w io.Writer, dir string, ix *prefix.Index) {
@@ -96,7 +121,7 @@ func printIndex(w io.Writer, dir string, ix *prefix.Index) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tSIZE\tFILES\tNODES\tFLUSHED\tCURRENT\tFAILED FETCHES")
+	fmt.Fprintln(tw, "NAME\tSTATE\tSIZE\tFILES\tNODES\tFLUSHED\tCURRENT\tFAILED FETCHES\tMAC")
 	for i := len(ix.Datasets) - 1; i >= 0; i-- {
 		d := ix.Datasets[i]
 		cur, flushed, failed := "", "-", "-"
@@ -113,7 +138,7 @@ func printIndex(w io.Writer, dir string, ix *prefix.Index) {
 		if d.State != prefix.StateComplete {
 			size = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.Name, d.State, size, d.Files, d.Nodes, flushed, cur, failed)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Name, d.State, size, d.Files, d.Nodes, flushed, cur, failed, macColumn[d.Trust])
 	}
 	tw.Flush()
 	for i := len(ix.Datasets) - 1; i >= 0; i-- {

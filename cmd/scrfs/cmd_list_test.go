@@ -13,13 +13,40 @@ import (
 	"github.com/scrfs/scrfs/prefix"
 )
 
+// testPrefix opens the prefix at dir with the key of SCRFS_PREFIX_KEY_FILE,
+// which the test's first call sets to a new key: the user's key, as the
+// command finds it.
+func testPrefix(t *testing.T, dir string) *prefix.Prefix {
+	t.Helper()
+	path := os.Getenv("SCRFS_PREFIX_KEY_FILE")
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "prefix.key")
+		t.Setenv("SCRFS_PREFIX_KEY_FILE", path)
+	}
+	key, err := prefix.LoadKey(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := prefix.Open(context.Background(), prefix.Config{Location: dir, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// readIndex reads the index at dir as the command does.
+func readIndex(t *testing.T, dir string) (*prefix.Index, error) {
+	return testPrefix(t, dir).ReadIndex(context.Background())
+}
+
 // listPrefix makes a prefix whose index holds two complete datasets (one
 // with a failed fetch) and one still flushing.
 func listPrefix(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	at := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
-	err := prefix.UpdateIndex(context.Background(), dir, nil, func(ix *prefix.Index) error {
+	err := testPrefix(t, dir).UpdateIndex(context.Background(), nil, func(ix *prefix.Index) error {
 		for _, e := range []prefix.IndexEntry{
 			{Name: "ckpt.10", ID: 10, State: prefix.StateComplete, Nodes: 4, Files: 16, Bytes: 3 << 30, Flushed: at},
 			{Name: "ckpt.20", ID: 20, State: prefix.StateComplete, Nodes: 4, Files: 16, Bytes: 5 << 20, Flushed: at.Add(time.Hour)},
@@ -78,7 +105,7 @@ func TestListJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &ix); err != nil {
 		t.Fatal(err)
 	}
-	onDisk, err := prefix.ReadIndex(dir)
+	onDisk, err := readIndex(t, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +119,7 @@ func TestListSetCurrent(t *testing.T) {
 	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", "ckpt.10"); code != exitOK {
 		t.Fatalf("set current: exit %d: %s", code, errs)
 	}
-	ix, _ := prefix.ReadIndex(dir)
+	ix, _ := readIndex(t, dir)
 	if ix.Current != "ckpt.10" {
 		t.Fatalf("current %q", ix.Current)
 	}
@@ -115,7 +142,7 @@ func TestListSetCurrent(t *testing.T) {
 	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", ""); code != exitOK {
 		t.Fatalf("clear current: exit %d: %s", code, errs)
 	}
-	if ix, _ := prefix.ReadIndex(dir); ix.Current != "" {
+	if ix, _ := readIndex(t, dir); ix.Current != "" {
 		t.Fatalf("current %q after clearing", ix.Current)
 	}
 }
@@ -135,7 +162,7 @@ func TestListErrors(t *testing.T) {
 	}
 	// A corrupt index is reported with its path, never overwritten.
 	dir := listPrefix(t)
-	index := prefix.IndexPath(dir)
+	index := filepath.Join(dir, ".scrfs", "index.json")
 	if err := os.Truncate(index, 40); err != nil {
 		t.Fatal(err)
 	}

@@ -209,3 +209,15 @@ func (d *Dir) SocketPath(name string) (string, error) {
 	}
 	return d.Join(name), nil
 }
+
+// ReadDirNames lists the directory's entries (without "." and "..").
+func (d *Dir) ReadDirNames() ([]string, error) {
+	// A descriptor of its own: reading moves the offset of the one held.
+	fd, err := unix.Openat(d.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}

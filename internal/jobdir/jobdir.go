@@ -231,3 +231,39 @@ func who(uid uint32) string {
 	}
 	return s
 }
+
+// Base opens path as a base directory, as Create opens its base, for a tree
+// that scrfs shares with others by design, like the prefix on a parallel
+// file system: created (with its parents) with mode 0755 if it is missing
+// and create is set; a final symbolic link is followed only if it belongs
+// to you or root (one another user planted in a shared directory is
+// refused, whatever fs.protected_symlinks says); and the directory must
+// pass the base checks (root's or yours, sticky if others may write to it).
+func Base(path string, create bool) (*Dir, error) {
+	path = filepath.Clean(path)
+	if create {
+		if err := os.MkdirAll(path, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+		var st unix.Stat_t
+		if lerr := unix.Lstat(path, &st); lerr == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if st.Uid != 0 && st.Uid != uint32(os.Geteuid()) {
+				return nil, &UnsafeError{Path: path, Why: fmt.Sprintf("it is a symbolic link that belongs to %s, neither root nor you", who(st.Uid)),
+					Fix: "another user may have planted it to redirect scrfs; remove it, or give the directory it should point to"}
+			}
+			fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		}
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	d := &Dir{f: os.NewFile(uintptr(fd), path), path: path}
+	if err := checkBase(d, false); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
