@@ -237,6 +237,9 @@ func (d *Daemon) mountFS() error {
 		Method:      f.Mount,
 		Guard:       d.guardArgs,
 		Logger:      d.log,
+		// A link or another user's directory is refused unless the
+		// configuration trusts it.
+		TrustMountpoint: f.TrustMountpoint,
 	})
 	if err != nil {
 		return err

@@ -61,6 +61,11 @@ type Options struct {
 	Guard []string
 	// Logger gets what the mount did and go-fuse's warnings; nil: none.
 	Logger *slog.Logger
+	// TrustMountpoint accepts a mountpoint that is a symbolic link or a
+	// directory another user owns; otherwise both are refused, for root
+	// too: in a shared directory like /tmp another user could have made
+	// them to redirect the application's writes, or the unmount.
+	TrustMountpoint bool
 }
 
 // Mount is a mounted Tree.
@@ -69,6 +74,10 @@ type Mount struct {
 	server      *fuse.Server
 	passthrough bool
 	log         *slog.Logger
+	// root is the mount's own root, held (O_PATH) from the moment it was
+	// mounted: root unmounts through it, so that what goes is the mount
+	// this process made, never what the path points to by then.
+	root *os.File
 }
 
 // New mounts tree on dir and serves it until Unmount. A stale mount left
@@ -85,6 +94,11 @@ func New(dir string, tree Tree, o Options) (*Mount, error) {
 	}
 	if err := prepareMountpoint(dir, o.CacheDir, log); err != nil {
 		return nil, err
+	}
+	if !o.TrustMountpoint {
+		if err := checkMountpoint(dir); err != nil {
+			return nil, err
+		}
 	}
 	direct := o.Method == "direct" || (o.Method != "fusermount" && os.Geteuid() == 0)
 	if !direct {
@@ -128,6 +142,11 @@ func New(dir string, tree Tree, o Options) (*Mount, error) {
 	}
 	tree.Mounted(server)
 	m := &Mount{dir: dir, server: server, log: log}
+	// The path names this mount now: nothing can have replaced a
+	// directory of ours, held busy by the mount, in between.
+	if fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+		m.root = os.NewFile(uintptr(fd), dir)
+	}
 	if o.Passthrough != "off" {
 		why := m.probePassthrough(o.CacheDir)
 		if why != "" && o.Passthrough == "on" {
@@ -211,13 +230,16 @@ const lazyWait = 2 * time.Second
 // is detached lazily, so it disappears from the namespace at once and the
 // kernel lets go when its last user does. It reports which happened.
 func (m *Mount) Unmount() error {
-	err := m.server.Unmount()
+	if m.root != nil {
+		defer m.root.Close()
+	}
+	err := m.unmount()
 	if err == nil {
 		return nil
 	}
 	m.log.Warn("mountpoint busy; detaching it lazily (processes using it keep it until they let go)",
 		"mountpoint", m.dir, "err", strings.TrimSpace(err.Error()))
-	if err := detach(m.dir); err != nil {
+	if err := detach(m.target()); err != nil {
 		return fmt.Errorf("unmount %s: %w", m.dir, err)
 	}
 	done := make(chan struct{})
@@ -225,6 +247,65 @@ func (m *Mount) Unmount() error {
 	select {
 	case <-done:
 	case <-time.After(lazyWait):
+	}
+	return nil
+}
+
+// target is the path to unmount: as root, the held root through
+// /proc/self/fd, which names this very mount whatever became of the path
+// (a symbolic link put in its place, another mount over it); else the
+// path, for fusermount3, which unmounts only this user's own FUSE mounts
+// and never follows a link.
+func (m *Mount) target() string {
+	if os.Geteuid() == 0 && m.root != nil {
+		p := fmt.Sprintf("/proc/self/fd/%d", m.root.Fd())
+		if _, err := os.Lstat(p); err == nil {
+			return p
+		}
+	}
+	return m.dir
+}
+
+// unmount unmounts the mount, retrying a little while it is busy (a
+// process may be closing its last file), and waits for go-fuse to stop
+// serving it.
+func (m *Mount) unmount() error {
+	t := m.target()
+	if t == m.dir {
+		return m.server.Unmount()
+	}
+	var err error
+	delay := time.Duration(0)
+	for range 5 {
+		if err = syscall.Unmount(t, 0); err != syscall.EBUSY {
+			break
+		}
+		delay = 2*delay + 5*time.Millisecond
+		time.Sleep(delay) // nothing tells when the kernel lets go of the last file
+	}
+	if err != nil {
+		return fmt.Errorf("unmount %s: %w", m.dir, err)
+	}
+	m.server.Wait()
+	return nil
+}
+
+// checkMountpoint refuses a mountpoint that is a symbolic link or belongs
+// to another user: the path the daemon mounts on and later unmounts must
+// be the user's own directory.
+func checkMountpoint(dir string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		return fmt.Errorf("mountpoint %s: %w", dir, err)
+	}
+	euid := uint32(os.Geteuid())
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		return fmt.Errorf("mountpoint %s is a symbolic link: the application's files would land where it points, which another user may choose; "+
+			"mount on the directory itself, or set fuse.trust_mountpoint = true", dir)
+	case st.Uid != euid:
+		return fmt.Errorf("mountpoint %s belongs to uid %d, not to uid %d who runs scrfs: its owner could swap it for a link; "+
+			"mount on a directory of your own, or set fuse.trust_mountpoint = true", dir, st.Uid, euid)
 	}
 	return nil
 }
