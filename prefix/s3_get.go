@@ -1,0 +1,171 @@
+package prefix
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"golang.org/x/sys/unix"
+
+	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/internal/crc32c"
+)
+
+// A fetch: every file one ranged GET per s3RangeSize, pulled by the
+// streams in order, each range written at its offset of the cache file as
+// it arrives and added to its CRC32C. A file of several ranges is looked
+// up first: its size and stored checksum must be the manifest's, and every
+// range is asked for with If-Match on its ETag, so all come from one
+// version of the object. The last range to finish checks the file's
+// CRC32C against the manifest and gives it its attributes.
+
+// linkOK has nothing to check: an object store keeps no links, the
+// manifest (signed) does.
+func (s *s3Store) linkOK(context.Context, string, *Entry) error { return nil }
+
+func (s *s3Store) get(ctx context.Context, dataset, dstDir string, es []Entry, o Options, prog *progress) error {
+	var list []*s3File
+	for i := range es {
+		if e := &es[i]; e.Type == files.Regular {
+			list = append(list, &s3File{e: e, key: s.dataKey(dataset + "/" + e.Path), local: filepath.Join(dstDir, e.Path)})
+		}
+	}
+	jobs := planS3(list, s3RangeSize)
+	err := s.runS3(ctx, o.Streams, jobs, func(ctx context.Context, j *s3Job, buf []byte) error {
+		return s.getRange(ctx, j, buf, o, prog)
+	})
+	for _, f := range list {
+		if f.f != nil {
+			f.f.Close()
+		}
+	}
+	return err
+}
+
+// getRange fetches one range into the cache file.
+func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options, prog *progress) error {
+	f := j.f
+	f.once.Do(func() { f.openErr = s.openFetch(ctx, f) })
+	if f.openErr != nil {
+		return f.openErr
+	}
+	name := s.locateKey(f.key)
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &f.key}
+	if len(f.lens) > 1 {
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", j.off, j.off+j.n-1))
+		in.IfMatch = aws.String(f.etag)
+	} else {
+		// The stored checksum comes with the object.
+		in.ChecksumMode = types.ChecksumModeEnabled
+	}
+	crc, err := s.receive(ctx, in, f, j, buf, prog)
+	if err != nil {
+		return err
+	}
+	f.crcs[j.idx] = crc
+	if f.left.Add(-1) > 0 {
+		return nil
+	}
+	var whole uint32
+	for i, c := range f.crcs {
+		whole = crc32c.Combine(whole, c, f.lens[i])
+	}
+	if f.e.HasCRC && whole != f.e.CRC32C {
+		return &CorruptError{Path: name, Reason: fmt.Sprintf("crc32c %08x, manifest says %08x", whole, f.e.CRC32C)}
+	}
+	return setAttrs(int(f.f.Fd()), f.e, f.local)
+}
+
+// receive reads one GET's body into the cache file at the range's offset
+// and returns its CRC32C. A body of another length than asked for is
+// corrupt; so is a whole object whose stored checksum is not the
+// manifest's.
+func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File, j *s3Job, buf []byte, prog *progress) (uint32, error) {
+	name := s.locateKey(f.key)
+	out, err := s.c.GetObject(ctx, in)
+	if err != nil {
+		err = s.explain(err)
+		if isMissing(err) {
+			return 0, &CorruptError{Path: name, Reason: "missing"}
+		}
+		if isConflict(err) {
+			return 0, &CorruptError{Path: name, Reason: "changed while it was fetched"}
+		}
+		return 0, pathErr("fetch", name, err)
+	}
+	defer out.Body.Close()
+	if j.idx == 0 && len(f.lens) == 1 {
+		if err := s.checkStored(f, aws.ToInt64(out.ContentLength), out.ChecksumCRC32C); err != nil {
+			return 0, err
+		}
+	}
+	var crc uint32
+	pos := j.off
+	for pos < j.off+j.n {
+		k := min(int64(len(buf)), j.off+j.n-pos)
+		n, err := io.ReadFull(out.Body, buf[:k])
+		if n > 0 {
+			if _, werr := f.f.WriteAt(buf[:n], pos); werr != nil {
+				return 0, pathErr("write", f.local, werr)
+			}
+			crc = crc32c.Update(crc, buf[:n])
+			pos += int64(n)
+			prog.add(int64(n))
+		}
+		if err != nil {
+			if err == io.ErrUnexpectedEOF || err == io.EOF {
+				return 0, &CorruptError{Path: name, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", pos, f.e.Size)}
+			}
+			return 0, pathErr("fetch", name, s.explain(err))
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+	}
+	return crc, nil
+}
+
+// openFetch creates the cache file at full length and, for a file of
+// several ranges, looks the object up.
+func (s *s3Store) openFetch(ctx context.Context, f *s3File) error {
+	fd, err := createDst(unix.AT_FDCWD, f.local, false)
+	if err != nil {
+		return pathErr("create", f.local, err)
+	}
+	f.f = os.NewFile(uintptr(fd), f.local)
+	if err := f.f.Truncate(f.e.Size); err != nil {
+		return pathErr("truncate", f.local, err)
+	}
+	if len(f.lens) == 1 {
+		return nil
+	}
+	out, err := s.c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &f.key, ChecksumMode: types.ChecksumModeEnabled})
+	if err != nil {
+		err = s.explain(err)
+		if isMissing(err) {
+			return &CorruptError{Path: s.locateKey(f.key), Reason: "missing"}
+		}
+		return pathErr("look up", s.locateKey(f.key), err)
+	}
+	f.etag = aws.ToString(out.ETag)
+	return s.checkStored(f, aws.ToInt64(out.ContentLength), out.ChecksumCRC32C)
+}
+
+// checkStored compares an object's size and stored CRC32C (when the
+// server returned one) with the manifest's.
+func (s *s3Store) checkStored(f *s3File, size int64, sum *string) error {
+	name := s.locateKey(f.key)
+	if size != f.e.Size {
+		return &CorruptError{Path: name, Reason: fmt.Sprintf("size %d, manifest says %d", size, f.e.Size)}
+	}
+	if sum != nil && f.e.HasCRC && *sum != crcHeader(f.e.CRC32C) {
+		return &CorruptError{Path: name, Reason: fmt.Sprintf("its stored checksum (x-amz-checksum-crc32c) is %s, manifest says %s",
+			*sum, crcHeader(f.e.CRC32C))}
+	}
+	return nil
+}
