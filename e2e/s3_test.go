@@ -157,7 +157,7 @@ func TestS3ServerKilledMidUpload(t *testing.T) {
 	}
 	// The round ends once every node's retries gave up.
 	c.WaitAll(60*time.Second, "dataset flush failed", "dataset=ckpt.1")
-	srv.Restart()
+	must(t, srv.Restart())
 	if out, _, code := c.Nodes[0].CLI("list"); code != 0 || strings.Contains(out, "complete") {
 		t.Fatalf("scrfs list after the failed flush: exit %d\n%s", code, out)
 	}

@@ -15,6 +15,18 @@
 //
 //	go run ./bench/flushbench [-cache /dev/shm] [-disk /tmp] [-size 4GiB] [-large 32] [-small 1024] [-rounds 3]
 //
+// With -s3 the prefix is S3 object storage instead: a versitygw on
+// loopback serving a directory in -disk (internal/s3test), and the
+// baselines are the same bytes moved by a plain program with the AWS SDK's
+// transfer manager (bench/s3bound): its upload of the cache directory, and
+// its download of the flushed objects to tmpfs.
+//
+// With -ab BIN this tree's scrfs and an older build BIN flush and fetch the
+// same dataset (each its own daemon, cache and prefix directory), taking
+// turns in an order that alternates from round to round, and the report
+// gives each side's medians and the median of the per-round ratios B ÷ A
+// (this tree is B), which is what the change did.
+//
 // The cache directory must be on tmpfs and the disk directory on a real
 // disk (not tmpfs), as on a compute node flushing to a parallel file system.
 package main
@@ -45,6 +57,8 @@ var (
 	rounds    = flag.Int("rounds", 3, "measured rounds (after one untimed warm-up)")
 	streams   = flag.Int("streams", 4, "flush.streams")
 	crc       = flag.Bool("crc", true, "flush.crc")
+	useS3     = flag.Bool("s3", false, "prefix in S3 (versitygw on loopback over -disk), compared with the AWS SDK's transfer manager")
+	abBin     = flag.String("ab", "", "compare with this older scrfs binary (A) in alternating rounds (this tree is B)")
 )
 
 const dataset = "ckpt.1"
@@ -69,39 +83,92 @@ func main() {
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/scrfs").CombinedOutput(); err != nil {
 		die("build scrfs: %v\n%s", err, out)
 	}
-	b := &bench{bin: bin, work: work, prefix: filepath.Join(disk, "pfs"), disk: disk}
-	cleanups = append(cleanups, b.stop)
-	b.start()
-	files := writeDataset(filepath.Join(work, "mnt", dataset), size)
-	b.cli("complete", dataset)
-	b.waitLog("dataset complete")
-	fmt.Printf("dataset %s: %d files, %s, cache %s, prefix %s, streams %d, crc %v\n",
-		dataset, files, human(size), *cacheBase, b.prefix, *streams, *crc)
+	var benches []*bench
+	add := func(label, bin string) {
+		dir := filepath.Join(work, "run-"+label)
+		check(os.MkdirAll(dir, 0o755))
+		b := &bench{label: label, bin: bin, work: dir, prefix: filepath.Join(disk, label+"-pfs"), disk: disk}
+		benches = append(benches, b)
+		cleanups = append(cleanups, b.stop)
+	}
+	var s3 *s3run
+	switch {
+	case *abBin != "" && *useS3:
+		die("-ab compares directory prefixes: the older build may know no other")
+	case *abBin != "":
+		add("A", *abBin)
+		add("B", bin)
+	default:
+		add("scrfs", bin)
+	}
+	if *useS3 {
+		s3 = startS3(work, disk)
+		benches[0].prefix = s3.srv.Prefix("flushbench")
+		benches[0].env = s3.srv.Env()
+	}
+	for _, b := range benches {
+		b.start()
+		b.files = writeDataset(filepath.Join(b.work, "mnt", dataset), size)
+		b.cli("complete", dataset)
+		b.waitLog("dataset complete")
+		fmt.Printf("%s: dataset %s: %d files, %s, cache %s, prefix %s, streams %d, crc %v\n",
+			b.label, dataset, b.files, human(size), *cacheBase, b.prefix, *streams, *crc)
+	}
 
 	res := map[string][]sample{}
 	for r := 0; r <= *rounds; r++ {
-		one := b.round(r > 0)
-		if r == 0 {
-			continue // warm-up: page tables, the disk's allocator, the binaries
+		order := benches
+		if r%2 == 0 && len(benches) == 2 {
+			order = []*bench{benches[1], benches[0]}
 		}
-		for k, v := range one {
-			res[k] = append(res[k], v)
+		line := fmt.Sprintf("round %d:", r)
+		for _, b := range order {
+			one := map[string]sample{}
+			switch {
+			case s3 != nil:
+				one = b.roundS3(r > 0, s3)
+			case len(benches) == 2:
+				one = b.roundAB(r > 0)
+			default:
+				one = b.round(r > 0)
+			}
+			for _, k := range sortedKeys(one) {
+				if !strings.HasPrefix(k, "server ") {
+					line += fmt.Sprintf("  %s %.2fs", k, one[k].wall)
+				}
+			}
+			if r == 0 {
+				continue // warm-up: page tables, the disk's allocator, the binaries
+			}
+			for k, v := range one {
+				res[k] = append(res[k], v)
+			}
 		}
-		fmt.Printf("round %d: flush %.2fs  cp %.2fs  cp+sync %.2fs  fetch %.2fs  cp back %.2fs\n", r,
-			one["flush"].wall, one["cp"].wall, one["cp+sync"].wall, one["fetch"].wall, one["cp back"].wall)
+		fmt.Println(line)
 	}
-	report(res, size)
+	switch {
+	case s3 != nil:
+		reportS3(res, size)
+	case len(benches) == 2:
+		reportAB(res, size)
+	default:
+		report(res, size)
+	}
 }
 
 type bench struct {
+	label                   string // its operations' names start with it in an A/B run
 	bin, work, prefix, disk string
+	env                     []string // more environment of the daemon: the S3 endpoint's
+	files                   int
 	cmd                     *exec.Cmd
 	lines                   chan string
 	fetched                 string // the "dataset fetched" line of the last start, if any
 }
 
-func (b *bench) env() []string {
-	return append(os.Environ(),
+func (b *bench) environ() []string {
+	return append(append(os.Environ(), b.env...),
+		"SCRFS_PREFIX_KEY_FILE="+filepath.Join(b.work, "prefix.key"),
 		"SCRFS_PATHS_CACHE_BASE="+filepath.Join(b.work, "cache"),
 		"SCRFS_PATHS_CONTROL_BASE="+filepath.Join(b.work, "control"),
 		"SCRFS_PATHS_PREFIX="+b.prefix,
@@ -113,7 +180,7 @@ func (b *bench) env() []string {
 // start runs the daemon and returns once it is ready.
 func (b *bench) start() {
 	b.cmd = exec.Command(b.bin, "mount", filepath.Join(b.work, "mnt"))
-	b.cmd.Env = b.env()
+	b.cmd.Env = b.environ()
 	stderr, err := b.cmd.StderrPipe()
 	check(err)
 	check(b.cmd.Start())
@@ -159,7 +226,7 @@ func (b *bench) stop() {
 
 func (b *bench) cli(args ...string) {
 	cmd := exec.Command(b.bin, args...)
-	cmd.Env = append(b.env(), "SCRFS_CONTROL="+filepath.Join(b.work, "control", user(), "scrfs.flushbench"))
+	cmd.Env = append(b.environ(), "SCRFS_CONTROL="+filepath.Join(b.work, "control", user(), "scrfs.flushbench"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		die("scrfs %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -170,10 +237,40 @@ func (b *bench) cli(args ...string) {
 // pages.
 func (b *bench) round(force bool) map[string]sample {
 	out := map[string]sample{}
-	cacheDS := filepath.Join(b.work, "cache", user(), "scrfs.flushbench", dataset)
-	os.RemoveAll(filepath.Join(b.prefix, dataset))
+	out["flush"] = b.flushOnce(force)
+	dst := filepath.Join(b.disk, "cp")
+	os.RemoveAll(dst)
 	syncAll()
+	out["cp"] = runTimed("cp", "-r", b.cacheDS(), dst)
+	t1 := time.Now()
+	syncAll()
+	out["cp+sync"] = sample{out["cp"].wall + time.Since(t1).Seconds(), out["cp"].cpu}
+	os.RemoveAll(dst)
+	syncAll()
+	out["fetch"] = b.fetchOnce()
+	back := filepath.Join(b.work, "back")
+	out["cp back"] = runTimed("cp", "-r", filepath.Join(b.prefix, dataset), back)
+	os.RemoveAll(back)
+	return out
+}
 
+// roundAB measures one side of an A/B run: its flush and its fetch.
+func (b *bench) roundAB(force bool) map[string]sample {
+	return map[string]sample{b.label + " flush": b.flushOnce(force), b.label + " fetch": b.fetchOnce()}
+}
+
+// cacheDS is the dataset's directory in the cache.
+func (b *bench) cacheDS() string {
+	return filepath.Join(b.work, "cache", user(), "scrfs.flushbench", dataset)
+}
+
+// flushOnce times scrfs flush --wait of the dataset, from a prefix
+// without it (a directory prefix: its copy removed first).
+func (b *bench) flushOnce(force bool) sample {
+	if !strings.HasPrefix(b.prefix, "s3://") {
+		os.RemoveAll(filepath.Join(b.prefix, dataset))
+	}
+	syncAll()
 	cpu0 := procCPU(b.cmd.Process.Pid)
 	t0 := time.Now()
 	args := []string{"flush", "--wait"}
@@ -181,36 +278,24 @@ func (b *bench) round(force bool) map[string]sample {
 		args = append(args, "--force")
 	}
 	b.cli(append(args, dataset)...)
-	out["flush"] = sample{time.Since(t0).Seconds(), procCPU(b.cmd.Process.Pid) - cpu0}
+	return sample{time.Since(t0).Seconds(), procCPU(b.cmd.Process.Pid) - cpu0}
+}
 
-	dst := filepath.Join(b.disk, "cp")
-	os.RemoveAll(dst)
-	syncAll()
-	out["cp"] = runTimed("cp", "-r", cacheDS, dst)
-	t1 := time.Now()
-	syncAll()
-	out["cp+sync"] = sample{out["cp"].wall + time.Since(t1).Seconds(), out["cp"].cpu}
-	os.RemoveAll(dst)
-	syncAll()
-
-	// Fetch: a restart with the cache gone brings the dataset back. The
-	// time is the whole restart (daemon start and mount included, some
-	// 0.1 s), so the ratio errs against scrfs.
+// fetchOnce times a restart with the cache gone, which brings the dataset
+// back. The time is the whole restart (daemon start and mount included,
+// some 0.1 s), so the ratio errs against scrfs.
+func (b *bench) fetchOnce() sample {
 	b.stop()
 	os.RemoveAll(filepath.Join(b.work, "cache"))
 	os.RemoveAll(filepath.Join(b.work, "control"))
+	syncAll()
 	t2 := time.Now()
 	b.start()
 	wall := time.Since(t2).Seconds()
 	if !strings.Contains(b.fetched, "dataset="+dataset) {
-		die("the restart did not fetch the dataset")
+		die("%s: the restart did not fetch the dataset", b.label)
 	}
-	out["fetch"] = sample{wall, procCPU(b.cmd.Process.Pid)}
-
-	back := filepath.Join(b.work, "back")
-	out["cp back"] = runTimed("cp", "-r", filepath.Join(b.prefix, dataset), back)
-	os.RemoveAll(back)
-	return out
+	return sample{wall, procCPU(b.cmd.Process.Pid)}
 }
 
 // runTimed runs a command and returns its wall and CPU time.
@@ -272,27 +357,54 @@ func writeFile(p string, size int64, buf []byte, seed int) {
 	check(f.Close())
 }
 
-func report(res map[string][]sample, size int64) {
-	med := func(k string, cpu bool) float64 {
-		var v []float64
-		for _, s := range res[k] {
-			if cpu {
-				v = append(v, s.cpu)
-			} else {
-				v = append(v, s.wall)
-			}
+// median returns the median wall (or CPU) seconds of operation k.
+func median(res map[string][]sample, k string, cpu bool) float64 {
+	var v []float64
+	for _, s := range res[k] {
+		if cpu {
+			v = append(v, s.cpu)
+		} else {
+			v = append(v, s.wall)
 		}
-		slices.Sort(v)
-		return v[len(v)/2]
 	}
-	fmt.Printf("\nmedians of %d rounds (%s):\n", *rounds, human(size))
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// table prints each operation's median wall time, rate, CPU time and CPU
+// time per GiB moved.
+func table(res map[string][]sample, size int64, ops []string) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "operation\twall s\tMiB/s\tCPU s")
-	for _, k := range []string{"flush", "cp", "cp+sync", "fetch", "cp back"} {
-		w := med(k, false)
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.2f\n", k, w, float64(size)/(1<<20)/w, med(k, true))
+	fmt.Fprintln(tw, "operation\twall s\tMiB/s\tCPU s\tCPU s/GiB")
+	for _, k := range ops {
+		w, c := median(res, k, false), median(res, k, true)
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.2f\t%.2f\n", k, w, float64(size)/(1<<20)/w, c, c/(float64(size)/(1<<30)))
 	}
 	tw.Flush()
+}
+
+// reportAB prints both sides of an A/B run and the median of the
+// per-round ratios B ÷ A.
+func reportAB(res map[string][]sample, size int64) {
+	fmt.Printf("\nmedians of %d rounds (%s); A = %s, B = this tree:\n", *rounds, human(size), *abBin)
+	table(res, size, []string{"A flush", "B flush", "A fetch", "B fetch"})
+	for _, op := range []string{"flush", "fetch"} {
+		var r []float64
+		for i := range res["A "+op] {
+			r = append(r, res["B "+op][i].wall/res["A "+op][i].wall)
+		}
+		slices.Sort(r)
+		fmt.Printf("%s time B ÷ A: median %.3f of %d rounds [%.3f–%.3f]\n", op, r[len(r)/2], len(r), r[0], r[len(r)-1])
+	}
+}
+
+func report(res map[string][]sample, size int64) {
+	med := func(k string, cpu bool) float64 { return median(res, k, cpu) }
+	fmt.Printf("\nmedians of %d rounds (%s):\n", *rounds, human(size))
+	table(res, size, []string{"flush", "cp", "cp+sync", "fetch", "cp back"})
 	fmt.Printf("\nratios (cp time ÷ scrfs time; > 1.0: scrfs faster):\n")
 	fmt.Printf("  flush vs cp -r         %.2f\n", med("cp", false)/med("flush", false))
 	fmt.Printf("  flush vs cp -r + sync  %.2f\n", med("cp+sync", false)/med("flush", false))
@@ -321,6 +433,15 @@ func user() string {
 }
 
 func human(n int64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+func sortedKeys(m map[string]sample) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
 
 func check(err error) {
 	if err != nil && err != io.EOF {

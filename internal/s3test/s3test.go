@@ -58,7 +58,6 @@ func Binary() (string, error) {
 
 // Server is a running versitygw.
 type Server struct {
-	t    testing.TB
 	bin  string
 	Dir  string // the directory it serves: <Dir>/<bucket>/<object>
 	Addr string // host:port on loopback
@@ -71,34 +70,55 @@ type Server struct {
 // versitygw is not installed.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
+	if _, err := Binary(); err != nil {
 		t.Skip(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := Run(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	s := &Server{t: t, bin: bin, Dir: t.TempDir(), Addr: addr}
-	s.Restart()
 	t.Cleanup(s.Kill)
-	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(Bucket)}); err != nil {
-		t.Fatalf("create bucket %s: %v", Bucket, err)
-	}
 	return s
 }
 
-// Restart starts the server (again, after Kill) on its port and waits
-// until it accepts connections.
-func (s *Server) Restart() {
-	s.t.Helper()
+// Run is Start outside a test (a benchmark), over dir (created if
+// missing): the caller kills the server.
+func Run(dir string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	s := &Server{bin: bin, Dir: dir, Addr: addr}
+	if err := s.Restart(); err != nil {
+		return nil, err
+	}
+	if _, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(Bucket)}); err != nil {
+		s.Kill()
+		return nil, fmt.Errorf("create bucket %s: %w", Bucket, err)
+	}
+	return s, nil
+}
+
+// startWait bounds how long a server may take to accept connections.
+const startWait = 20 * time.Second
+
+// Restart starts the server (again, after Kill) on its port and returns
+// once it accepts connections.
+func (s *Server) Restart() error {
 	s.cmd = exec.Command(s.bin, "--access", AccessKey, "--secret", SecretKey, "--port", s.Addr, "--quiet", "posix", s.Dir)
 	// Its own process group: a test's kill reaches it alone.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start versitygw: %v", err)
+		return fmt.Errorf("start versitygw: %w", err)
 	}
 	done := make(chan struct{})
 	s.done = done
@@ -107,14 +127,33 @@ func (s *Server) Restart() {
 		cmd.Wait()
 		close(done)
 	}()
-	testutil.Eventually(s.t, 20*time.Second, "versitygw accepting connections on "+s.Addr, func() bool {
+	// Nothing announces that it listens but the port: poll it.
+	exited := false
+	up := testutil.Poll(startWait, func() bool {
+		select {
+		case <-done:
+			exited = true
+			return true
+		default:
+		}
 		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	})
+	switch {
+	case exited:
+		return fmt.Errorf("versitygw on %s exited at start", s.Addr)
+	case !up:
+		s.Kill()
+		return fmt.Errorf("versitygw not accepting connections on %s within %v", s.Addr, startWait)
+	}
+	return nil
 }
+
+// Pid is the server's process id, for its CPU time.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Kill ends the server at once, as a crash, and waits for it.
 func (s *Server) Kill() {
