@@ -7,7 +7,7 @@
 //	go run ./bench/redbench [-size 1GiB] [-small 256MiB] [-nodes 4] [-rounds 3]
 //	                        [-schemes partner,xor,rs] [-replicas 1] [-parity 2]
 //	                        [-dir /dev/shm] [-bin PATH] [-rebuild=true] [-fetch=true]
-//	                        [-disk /tmp] [-v]
+//	                        [-disk /tmp] [-s3] [-v]
 //	go run ./bench/redbench -bin A -ab B [-ab-set SCRFS_…=…] [-size 256MiB] [-rounds 6] …
 //
 // It builds cmd/scrfs, starts -nodes daemons on 127.0.0.1, 127.0.0.2, … as
@@ -34,7 +34,9 @@
 //     protect, for the small and the full size, to show it does not grow with
 //     the checkpoint;
 //  4. at the full size (-fetch), flushes the last checkpoint to a prefix in
-//     -disk, stops and wipes every daemon, drops the page cache, starts them
+//     -disk (with -s3: to S3, a versitygw on loopback serving -disk, and the
+//     baseline is the AWS SDK's transfer manager instead of cp -r,
+//     bench/s3bound), stops and wipes every daemon, drops the page cache, starts them
 //     again and times the fetch with its re-protect from node 0's "fetching
 //     from the prefix" line to the latest "dataset protected", beside cp -r
 //     of the same files into -dir plus one encode;

@@ -19,6 +19,8 @@ import (
 type fetchResult struct {
 	spans   []time.Duration // node 0's "fetching from the prefix" → latest "dataset protected"
 	cps     []time.Duration // cp -r of the dataset's prefix directory into -dir
+	cpu     []time.Duration // the daemons' CPU time from their start to the latest "dataset protected"
+	cpCPU   []time.Duration // the baseline's CPU time
 	dropped bool            // the page cache could be dropped before each
 	err     error
 }
@@ -72,15 +74,28 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 			}
 		}
 		fr.spans = append(fr.spans, end.Sub(began.Time))
+		u, err := c.Usage()
+		if err != nil {
+			fr.err = err
+			return fr
+		}
+		fr.cpu = append(fr.cpu, u.CPU)
 
 		dst := filepath.Join(b.work, "cp-fetch")
 		fr.dropped = dropCaches() && fr.dropped
+		cmd := exec.CommandContext(ctx, "cp", "-r", filepath.Join(pfx, ds), dst)
+		if b.s3 != nil {
+			cmd = b.s3.download(ctx, len(c.Nodes), pfx+"/"+ds, dst)
+		}
 		t0 := time.Now()
-		out, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(pfx, ds), dst).CombinedOutput()
+		out, err := cmd.CombinedOutput()
 		fr.cps = append(fr.cps, time.Since(t0))
+		if st := cmd.ProcessState; st != nil {
+			fr.cpCPU = append(fr.cpCPU, st.UserTime()+st.SystemTime())
+		}
 		os.RemoveAll(dst)
 		if err != nil {
-			fr.err = fmt.Errorf("cp -r: %w\n%s", err, out)
+			fr.err = fmt.Errorf("%s: %w\n%s", cmd.Args[0], err, out)
 			return fr
 		}
 		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s; cp -r %s", "fetch", job.FormatBytes(size), r+1,

@@ -25,6 +25,7 @@ type options struct {
 	link             string   // tc rate each node may receive at, or "" for the bare loopback
 	fetch            bool     // measure a cold fetch from a prefix on disk at the full size
 	disk             string   // where the prefix goes
+	s3               bool     // the prefix of -fetch in object storage (versitygw over -disk)
 	ab               string   // -ab: the scrfs binary B to compare with -bin (A), or ""
 	abSettings       []string // SCRFS_* settings for B's daemons only
 }
@@ -45,6 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.rebuild, "rebuild", true, "measure rebuilds after node losses")
 	fs.BoolVar(&o.fetch, "fetch", true, "measure a cold fetch with re-protect from a prefix on -disk, page cache dropped (root)")
 	fs.StringVar(&o.disk, "disk", "/tmp", "directory on disk for the prefix of -fetch")
+	fs.BoolVar(&o.s3, "s3", false, "with -fetch, the prefix in S3: versitygw on loopback over -disk, beside the AWS SDK's transfer manager (bench/s3bound) instead of cp -r")
 	fs.BoolVar(&o.verbose, "v", false, "echo the daemons' warnings and errors")
 	fs.StringVar(&o.link, "link", "", "cap what each node receives at this tc rate (e.g. 2gbit) with a qdisc on lo, so the network is the bound as on a cluster (root, tc)")
 	job.SettingsFlag(fs, &o.settings)
@@ -127,6 +129,12 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	if o.ab != "" {
 		return runAB(ctx, b, schemes, stdout)
+	}
+	if o.s3 && o.fetch {
+		if b.s3, err = startS3(work, disk); err != nil {
+			return err
+		}
+		defer b.s3.srv.Kill()
 	}
 	sizes := []int64{o.size}
 	if o.small > 0 {

@@ -23,6 +23,10 @@ const (
 // targetFetch is issue 15's cold fetch with re-protect ÷ (cp -r + encode).
 const targetFetch = 1.2
 
+// targetS3Fetch is issue 27's: a fetch from object storage ÷ the transfer
+// manager moving the same bytes.
+const targetS3Fetch = 1.25
+
 // Targets from issue 15: the daemons' CPU seconds per GiB protected (all
 // nodes' checkpoints together), and rebuild ÷ encode by scheme and nodes
 // lost (a missing entry: issue 4's targetRebuild for one lost node).
@@ -227,12 +231,19 @@ func reportFetch(w io.Writer, o options, schemes []scheme, full int64, results m
 	if !o.fetch {
 		return
 	}
-	fmt.Fprintf(w, "\ncold fetch at B=%s: the checkpoint flushed to a prefix in %s, every daemon stopped, caches wiped, page cache dropped,\n"+
+	where, bound, target := "a prefix in "+o.disk, "cp -r", targetFetch
+	if o.s3 {
+		where, bound, target = "S3 (versitygw on loopback over "+o.disk+")", "tm get", targetS3Fetch
+	}
+	fmt.Fprintf(w, "\ncold fetch at B=%s: the checkpoint flushed to %s, every daemon stopped, caches wiped, page cache dropped,\n"+
 		"daemons started: node 0's \"fetching from the prefix\" → the latest \"dataset protected\" (fetch, CRC checks, re-encode);\n"+
-		"beside it cp -r of the same files from the prefix into %s (page cache dropped) plus one encode (median time to protected above)\n",
-		job.FormatBytes(full), o.disk, o.dir)
+		"beside it %s of the same files from the prefix into %s (page cache dropped) plus one encode (median time to protected above)\n",
+		job.FormatBytes(full), where, bound, o.dir)
+	if o.s3 {
+		fmt.Fprintln(w, "(tm get: every node's objects fetched by one process with the AWS SDK's transfer manager, 4 transfers per node at once, bench/s3bound)")
+	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "scheme\tfetch + protect\tcp -r\tencode\t÷ (cp -r + encode)\ttarget\t\tpage cache dropped\t")
+	fmt.Fprintf(tw, "scheme\tfetch + protect\t%s\tencode\t÷ (%s + encode)\ttarget\t\tpage cache dropped\t\n", bound, bound)
 	for _, sch := range schemes {
 		res := results[sch.String()]
 		if len(res) == 0 || res[len(res)-1].fetch == nil || len(res[len(res)-1].fetch.spans) == 0 {
@@ -242,7 +253,22 @@ func reportFetch(w io.Writer, o options, schemes []scheme, full int64, results m
 		f := r.fetch
 		ratio := job.Median(f.spans).Seconds() / (job.Median(f.cps) + job.Median(r.ttp)).Seconds()
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t≤ %.2f\t%s\t%v\t\n", sch, job.FormatSpread(f.spans), job.FormatSpread(f.cps), fmtDur(job.Median(r.ttp)),
-			ratio, targetFetch, verdict(ratio, targetFetch), f.dropped)
+			ratio, target, verdict(ratio, target), f.dropped)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "rates over the %s of all nodes, and CPU per GiB (the daemons' from their start, with the re-encode; the %s process's):\n",
+		job.FormatBytes(full*int64(o.nodes)), bound)
+	tw = newTable(w)
+	fmt.Fprintf(tw, "scheme\tfetch + protect\t%s\tdaemons CPU\t%s CPU\t\n", bound, bound)
+	gib := float64(full*int64(o.nodes)) / (1 << 30)
+	for _, sch := range schemes {
+		res := results[sch.String()]
+		if len(res) == 0 || res[len(res)-1].fetch == nil || len(res[len(res)-1].fetch.cpu) == 0 {
+			continue
+		}
+		f := res[len(res)-1].fetch
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f s/GiB\t%.2f s/GiB\t\n", sch, job.FormatRate(full*int64(o.nodes), job.Median(f.spans)),
+			job.FormatRate(full*int64(o.nodes), job.Median(f.cps)), job.Median(f.cpu).Seconds()/gib, job.Median(f.cpCPU).Seconds()/gib)
 	}
 	tw.Flush()
 }

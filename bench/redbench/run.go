@@ -24,6 +24,7 @@ type bench struct {
 	pay    *payload
 	net    *netbound.InProc // the bounds in this process (reference)
 	procs  netbound.Procs   // the bounds with one process per node
+	s3     *s3run           // -s3: the object store and the transfer manager program
 	status io.Writer        // progress lines
 	echo   io.Writer        // daemons' warnings and errors (with -v), else nil
 }
@@ -75,11 +76,17 @@ func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) 
 	dir := filepath.Join(b.work, fmt.Sprintf("%s-%d", sch.kind, size))
 	settings := b.o.settings
 	pfx := filepath.Join(b.disk, fmt.Sprintf("%s-%d", sch.kind, size))
+	if b.s3 != nil {
+		pfx = b.s3.srv.Prefix(fmt.Sprintf("%s-%d", sch.kind, size))
+	}
 	if full && b.o.fetch {
 		// A prefix of its own: another cluster's index would make this
 		// one fetch at its first start.
-		settings = append([]string{"SCRFS_PATHS_PREFIX=" + pfx}, settings...)
-		defer os.RemoveAll(pfx)
+		settings = append([]string{"SCRFS_PATHS_PREFIX=" + pfx,
+			"SCRFS_PREFIX_KEY_FILE=" + filepath.Join(b.disk, "prefix.key")}, settings...)
+		if b.s3 == nil {
+			defer os.RemoveAll(pfx)
+		}
 	}
 	c, err := newCluster(b.bin, dir, b.o.nodes, b.port, sch, settings, b.echo)
 	if err != nil {
