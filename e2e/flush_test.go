@@ -357,12 +357,7 @@ func TestFlushFetchSingle(t *testing.T) {
 // (recorded, older one used); a truncated index makes the daemon start
 // empty and say why, and scrfs list report it; nothing panics.
 func TestFetchBadMetadata(t *testing.T) {
-	prefix := t.TempDir()
-	n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
-	want1 := writeDataset(t, n, "ckpt.1", 1)
-	n.WaitFlush(30*time.Second, "ckpt.1", "flushed")
-	writeDataset(t, n, "ckpt.2", 2)
-	n.WaitFlush(30*time.Second, "ckpt.2", "flushed")
+	prefix, n, want1 := twoFlushed(t)
 
 	truncateHalf(t, filepath.Join(prefix, ".scrfs", "manifests", "ckpt.2", "manifest.json"))
 	if err := n.Stop(); err != nil {
@@ -397,6 +392,20 @@ func TestFetchBadMetadata(t *testing.T) {
 	if _, errs, code := n.CLI("flush", "--wait", "--force", "ckpt.3"); code != 1 || !strings.Contains(errs, "corrupt scrfs metadata") {
 		t.Fatalf("scrfs flush --wait with a truncated index: exit %d: %s", code, errs)
 	}
+}
+
+// twoFlushed starts a node that flushes every dataset to a new prefix,
+// has it flush ckpt.1 and ckpt.2, and returns the prefix, the node and
+// ckpt.1's sums.
+func twoFlushed(t *testing.T) (string, *Node, map[string]string) {
+	t.Helper()
+	prefix := t.TempDir()
+	n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
+	want1 := writeDataset(t, n, "ckpt.1", 1)
+	n.WaitFlush(30*time.Second, "ckpt.1", "flushed")
+	writeDataset(t, n, "ckpt.2", 2)
+	n.WaitFlush(30*time.Second, "ckpt.2", "flushed")
+	return prefix, n, want1
 }
 
 func truncateHalf(t *testing.T, path string) {

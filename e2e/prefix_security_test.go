@@ -134,12 +134,7 @@ func TestPrefixPlantedRefused(t *testing.T) {
 // the manifest no longer verifies: the fetch refuses the dataset, says so,
 // and falls back to the older one, whose bytes the application reads.
 func TestPrefixSwappedRefused(t *testing.T) {
-	prefix := t.TempDir()
-	n := NewNode(t, "SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1").Start()
-	want1 := writeDataset(t, n, "ckpt.1", 1)
-	n.WaitFlush(30*time.Second, "ckpt.1", "flushed")
-	writeDataset(t, n, "ckpt.2", 2)
-	n.WaitFlush(30*time.Second, "ckpt.2", "flushed")
+	prefix, n, want1 := twoFlushed(t)
 	must(t, n.Stop())
 
 	evil := bytes.Repeat([]byte("x"), 302_000) // a.bin's size

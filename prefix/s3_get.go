@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sys/unix"
 
-	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -29,21 +27,9 @@ import (
 func (s *s3Store) linkOK(context.Context, string, *Entry) error { return nil }
 
 func (s *s3Store) get(ctx context.Context, dataset, dstDir string, es []Entry, o Options, prog *progress) error {
-	var list []*s3File
-	for i := range es {
-		if e := &es[i]; e.Type == files.Regular {
-			list = append(list, &s3File{e: e, key: s.dataKey(dataset + "/" + e.Path), local: filepath.Join(dstDir, e.Path)})
-		}
-	}
-	jobs := planS3(list, s3RangeSize)
-	err := s.runS3(ctx, o.Streams, jobs, func(ctx context.Context, j *s3Job, buf []byte) error {
+	_, err := s.transfer(ctx, dataset, dstDir, es, o.Streams, s3RangeSize, func(ctx context.Context, j *s3Job, buf []byte) error {
 		return s.getRange(ctx, j, buf, o, prog)
 	})
-	for _, f := range list {
-		if f.f != nil {
-			f.f.Close()
-		}
-	}
 	return err
 }
 

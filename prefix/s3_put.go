@@ -77,6 +77,27 @@ func planS3(list []*s3File, piece int64) []s3Job {
 	return jobs
 }
 
+// transfer moves the regular files of es between dataset's objects and
+// their paths below dir, in pieces of piece bytes, do moving one piece, and
+// closes the cache files; it returns the files, for what a failed upload
+// leaves to abort.
+func (s *s3Store) transfer(ctx context.Context, dataset, dir string, es []Entry, streams int, piece int64,
+	do func(ctx context.Context, j *s3Job, buf []byte) error) ([]*s3File, error) {
+	var list []*s3File
+	for i := range es {
+		if e := &es[i]; e.Type == files.Regular {
+			list = append(list, &s3File{e: e, key: s.dataKey(dataset + "/" + e.Path), local: filepath.Join(dir, e.Path)})
+		}
+	}
+	err := s.runS3(ctx, streams, planS3(list, piece), do)
+	for _, f := range list {
+		if f.f != nil {
+			f.f.Close()
+		}
+	}
+	return list, err
+}
+
 // runS3 runs the jobs on up to streams workers, each with a buffer of
 // s.bufs, and returns the first error; the first error stops the others.
 func (s *s3Store) runS3(ctx context.Context, streams int, jobs []s3Job, do func(ctx context.Context, j *s3Job, buf []byte) error) error {
@@ -111,20 +132,10 @@ func (s *s3Store) runS3(ctx context.Context, streams int, jobs []s3Job, do func(
 // uploads are aborted; the objects already uploaded stay until
 // RemoveDataset (the index does not call the dataset complete).
 func (s *s3Store) put(ctx context.Context, dataset, srcDir string, _ int, es []Entry, o Options, prog *progress) error {
-	var list []*s3File
-	for i := range es {
-		if e := &es[i]; e.Type == files.Regular {
-			list = append(list, &s3File{e: e, key: s.dataKey(dataset + "/" + e.Path), local: filepath.Join(srcDir, e.Path)})
-		}
-	}
-	jobs := planS3(list, s3PartSize)
-	err := s.runS3(ctx, o.Streams, jobs, func(ctx context.Context, j *s3Job, buf []byte) error {
+	list, err := s.transfer(ctx, dataset, srcDir, es, o.Streams, s3PartSize, func(ctx context.Context, j *s3Job, buf []byte) error {
 		return s.putPart(ctx, j, buf, o, prog)
 	})
 	for _, f := range list {
-		if f.f != nil {
-			f.f.Close()
-		}
 		if err != nil && f.upload != "" {
 			// A fresh context: the flush's may be what ended.
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s3MaxBackoff*2)

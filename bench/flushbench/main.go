@@ -299,8 +299,10 @@ func (b *bench) fetchOnce() sample {
 }
 
 // runTimed runs a command and returns its wall and CPU time.
-func runTimed(name string, args ...string) sample {
-	cmd := exec.Command(name, args...)
+func runTimed(name string, args ...string) sample { return timed(exec.Command(name, args...)) }
+
+// timed runs cmd and returns its wall and CPU time.
+func timed(cmd *exec.Cmd) sample {
 	cmd.Stderr = os.Stderr
 	t := time.Now()
 	check(cmd.Run())

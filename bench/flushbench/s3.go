@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/scrfs/scrfs/internal/s3test"
 )
@@ -63,12 +62,7 @@ func (b *bench) bound(s *s3run, dir, from, to string) sample {
 	syncAll()
 	cmd := exec.Command(s.bound, "-concurrency", strconv.Itoa(*streams), dir, from, to)
 	cmd.Env = append(os.Environ(), s.srv.Env()...)
-	cmd.Stderr = os.Stderr
-	t := time.Now()
-	check(cmd.Run())
-	wall := time.Since(t).Seconds()
-	st := cmd.ProcessState
-	return sample{wall, (st.UserTime() + st.SystemTime()).Seconds()}
+	return timed(cmd)
 }
 
 // reportS3 prints the medians and the ratios to the bound (scrfs time ÷
