@@ -99,7 +99,7 @@ func TestS3FlushFetch(t *testing.T) {
 	completeOn(t, c, "ckpt.1")
 	sums := clusterSums(t, c, "ckpt.1")
 	all, _ := union(t, sums)
-	if out, errs, code := c.Nodes[3].CLI("flush", "--wait", "ckpt.1"); code != 0 || !strings.Contains(out, "ckpt.1 flushed to") {
+	if out, errs, code := c.Nodes[3].CLI("flush", "--wait", "ckpt.1"); code != 0 || !strings.Contains(out, "ckpt.1 flushed to "+srv.Prefix("job1/ckpt.1")) {
 		t.Fatalf("scrfs flush --wait: exit %d: %s%s", code, out, errs)
 	}
 	sameSums(t, "objects of ckpt.1", objectSums(t, srv, "job1", "ckpt.1"), regularOnly(all))

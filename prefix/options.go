@@ -20,7 +20,9 @@ type Options struct {
 	// by concurrent calls. nil = unlimited.
 	Limiter *Limiter
 	// CRC computes the CRC32C of every file (Flush) or verifies it (Fetch).
-	// Without it Flush may use copy_file_range and Fetch checks sizes only.
+	// Without it a directory's Flush may use copy_file_range and Fetch
+	// checks sizes only. (Object storage always computes and checks it: it
+	// is the objects' checksum.)
 	CRC bool
 	// Progress, if set, is called with the bytes done so far and the total
 	// at most about 10 times a second, from a goroutine of the call, and,

@@ -26,6 +26,7 @@ import (
 	tm "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 )
 
 var (
@@ -42,7 +43,9 @@ func main() {
 		log.Fatal("usage: s3bound -up DIR s3://bucket/prefix | -down s3://bucket/prefix DIR")
 	}
 	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx)
+	// Quiet: the SDK's debug notes (a ranged GET without a checksum)
+	// would drown the benchmark's output.
+	cfg, err := config.LoadDefaultConfig(ctx, config.WithLogger(logging.Nop{}))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scrfs/scrfs/control"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // runFlush asks the daemon to flush a dataset and, with --wait, follows it
@@ -83,7 +84,11 @@ func (e *env) followFlush(ctx context.Context, c *control.Client, rep *control.F
 			if tty {
 				fmt.Fprint(e.stdout, "\r\033[K")
 			}
-			fmt.Fprintf(e.stdout, "%s flushed to %s\n", rep.Name, filepath.Join(p.Prefix, rep.Name))
+			where := filepath.Join(p.Prefix, rep.Name)
+			if layout.PrefixIsS3(p.Prefix) {
+				where = strings.TrimSuffix(p.Prefix, "/") + "/" + rep.Name // Join would make s3:/
+			}
+			fmt.Fprintf(e.stdout, "%s flushed to %s\n", rep.Name, where)
 			return exitOK
 		case control.FlushFailed:
 			if tty && last != "" {
