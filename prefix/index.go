@@ -203,7 +203,11 @@ func (ix *Index) MaxID() uint64 {
 	return m
 }
 
-// usable reports whether e's MAC lets a fetch use it.
+// Trusted reports whether e's MAC lets a fetch use it: it verifies, or e
+// is unsigned and the prefix trusts unsigned entries.
+func (ix *Index) Trusted(e IndexEntry) bool { return ix.usable(&e) }
+
+// usable is Trusted.
 func (ix *Index) usable(e *IndexEntry) bool {
 	return e.Trust == Verified || e.Trust == Unsigned && ix.trustUnsigned
 }

@@ -260,16 +260,22 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 
 // noCandidate explains why the index offers nothing to fetch.
 func (f *Flusher) noCandidate(ix *prefix.Index) string {
-	var failed, flushing []string
+	var failed, flushing, untrusted []string
 	for _, e := range ix.Datasets {
 		switch {
 		case e.State != prefix.StateComplete:
 			flushing = append(flushing, e.Name)
 		case len(e.FailedFetches) > 0:
 			failed = append(failed, e.Name)
+		case !ix.Trusted(e):
+			untrusted = append(untrusted, e.Name)
 		}
 	}
 	var parts []string
+	if len(untrusted) > 0 {
+		parts = append(parts, "not signed with this user's prefix key (a MAC that fails, or none: prefix.trust_unsigned): "+
+			strings.Join(untrusted, ", "))
+	}
 	if len(failed) > 0 {
 		parts = append(parts, "failed a fetch before: "+strings.Join(failed, ", "))
 	}

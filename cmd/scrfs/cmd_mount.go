@@ -11,6 +11,7 @@ import (
 	"github.com/scrfs/scrfs/cluster"
 	"github.com/scrfs/scrfs/daemon"
 	"github.com/scrfs/scrfs/internal/jobdir"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // errSignal is the cancellation cause when SIGINT or SIGTERM arrives.
@@ -19,7 +20,7 @@ var errSignal = errors.New("signal received")
 func runMount(e *env, args []string) int {
 	fs := e.flags("mount")
 	file := fs.String("config", "", "configuration file (TOML); /etc/scrfs.toml and SCRFS_* variables apply too")
-	prefix := fs.String("prefix", "", "prefix directory on the parallel file system (overrides paths.prefix)")
+	prefix := fs.String("prefix", "", "prefix directory on the parallel file system, or s3://bucket/path (overrides paths.prefix)")
 	job := fs.String("job", "", "job id (overrides job.id)")
 	if code, ok := parse(fs, args); !ok {
 		return code
@@ -33,12 +34,15 @@ func runMount(e *env, args []string) int {
 		return exitConfig
 	}
 	if *prefix != "" {
-		abs, err := filepath.Abs(*prefix)
-		if err != nil {
-			e.errorf("--prefix: %v", err)
-			return exitUsage
+		cfg.Paths.Prefix = *prefix
+		if !layout.PrefixIsS3(*prefix) {
+			abs, err := filepath.Abs(*prefix)
+			if err != nil {
+				e.errorf("--prefix: %v", err)
+				return exitUsage
+			}
+			cfg.Paths.Prefix = abs
 		}
-		cfg.Paths.Prefix = abs
 	}
 	if *job != "" {
 		cfg.Job.ID = *job
