@@ -210,8 +210,8 @@ func (t *dirTable) finish(streams int) error {
 	if err != nil {
 		return err
 	}
-	if t.create {
-		// The dataset's own directory may be new: its entry in the prefix
+	if d := t.dirs[""]; d != nil && d.created {
+		// The dataset's own directory is new: its entry in the prefix
 		// must be durable too.
 		return wrapPath("fsync directory", t.root.Path(), t.root.Sync())
 	}
