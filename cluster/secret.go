@@ -3,7 +3,9 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 
 	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/internal/jobdir"
@@ -72,8 +74,12 @@ func prefixSecret(prefix string) ([]byte, error) {
 		return nil, fmt.Errorf("job secret: %w", err)
 	}
 	defer meta.Close()
-	if err := secretfile.CreateIn(meta, "secret", secretBytes); err != nil {
+	if err := secretfile.CreateAt(meta.Fd(), meta.Path(), "secret", secretBytes); err != nil {
 		return nil, fmt.Errorf("job secret: %w", err)
 	}
-	return secretfile.ReadIn(meta, "secret", "job secret")
+	f, err := meta.OpenFile("secret", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("job secret: %w", err)
+	}
+	return secretfile.ReadOpen(f, "job secret")
 }

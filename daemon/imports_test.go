@@ -20,13 +20,14 @@ const mod = "github.com/scrfs/scrfs/"
 // document together.
 var layers = [][]string{
 	// Ground: utilities and pure functions that know nothing of scrfs.
-	{"internal/atomicfile", "internal/beneath", "internal/crc32c", "internal/group", "internal/loopback", "internal/sleep", "layout", "fs/mount"},
+	{"internal/atomicfile", "internal/beneath", "internal/crc32c", "internal/group", "internal/loopback", "internal/secretfile", "internal/sleep", "layout", "fs/mount"},
 	// What the rest is built on: the directories of a job, authenticated
 	// links, configuration, a dataset's file list, the message layer.
 	{"internal/jobdir", "internal/testutil", "peer", "config", "files", "jobnet"},
 	// Who the job is, the node-local store, the redundancy file format,
-	// the prefix, the message layer's transports, the control socket's ABI.
-	{"control", "cluster", "cache", "redfile", "prefix", "jobnet/memnet", "jobnet/peernet"},
+	// the prefix, the message layer's transports, the control socket's ABI;
+	// the S3 server of the tests.
+	{"control", "cluster", "cache", "redfile", "prefix", "jobnet/memnet", "jobnet/peernet", "internal/s3test"},
 	// A completed dataset's record; the erasure codes.
 	{"record", "schemes"},
 	// The mount's node tree and the coordination protocols.
@@ -47,6 +48,10 @@ var links = map[string][]string{
 	// transfer, record, redfile and prefix need a dataset's files or
 	// record, not the code.
 	"github.com/klauspost/reedsolomon": {"schemes", "redundancy", "namespace", "node", "daemon", "node/nodetest"},
+	// The AWS SDK: the prefix, whose object store it is, and who runs it
+	// (flush rounds and fetch); the tests' S3 server. The cache, fs and the
+	// other protocols do not link it.
+	"github.com/aws/aws-sdk-go-v2": {"prefix", "transfer", "node", "daemon", "node/nodetest", "internal/s3test"},
 }
 
 // pkgInfo is what go list says of one package.

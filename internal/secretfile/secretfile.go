@@ -22,8 +22,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/scrfs/scrfs/internal/jobdir"
 )
 
 // ErrExposed means a secret file can be read by users other than its owner.
@@ -46,14 +44,9 @@ func Read(path, what string) ([]byte, error) {
 	return read(os.NewFile(uintptr(fd), path), what)
 }
 
-// ReadIn is Read for the file name in the verified directory d.
-func ReadIn(d *jobdir.Dir, name, what string) ([]byte, error) {
-	f, err := d.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return read(f, what)
-}
+// ReadOpen is Read for a file the caller opened (without following a
+// link: from a verified directory, say); it closes f.
+func ReadOpen(f *os.File, what string) ([]byte, error) { return read(f, what) }
 
 func linkError(err error) error {
 	if errors.Is(err, unix.ELOOP) {
@@ -103,10 +96,9 @@ func Create(path string, n int) error {
 	return create(fd, dir, filepath.Base(path), n)
 }
 
-// CreateIn is Create for the file name in the verified directory d.
-func CreateIn(d *jobdir.Dir, name string, n int) error {
-	return create(d.Fd(), d.Path(), name, n)
-}
+// CreateAt is Create for the file name in the directory open as dirfd,
+// whose path is dir (for messages).
+func CreateAt(dirfd int, dir, name string, n int) error { return create(dirfd, dir, name, n) }
 
 func create(dirfd int, dir, name string, n int) error {
 	var st unix.Stat_t
