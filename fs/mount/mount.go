@@ -74,10 +74,12 @@ type Mount struct {
 	server      *fuse.Server
 	passthrough bool
 	log         *slog.Logger
-	// root is the mount's own root, held (O_PATH) from the moment it was
-	// mounted: root unmounts through it, so that what goes is the mount
-	// this process made, never what the path points to by then.
-	root *os.File
+	// parent is the mountpoint's parent directory, held (O_PATH) from
+	// before the mount: root unmounts the name in it without following a
+	// link, so that what goes is the mount this process made, never what
+	// the path points to by then. (A descriptor inside the mount would
+	// keep it busy.)
+	parent *os.File
 }
 
 // New mounts tree on dir and serves it until Unmount. A stale mount left
@@ -99,6 +101,10 @@ func New(dir string, tree Tree, o Options) (*Mount, error) {
 		if err := checkMountpoint(dir); err != nil {
 			return nil, err
 		}
+	}
+	var parent *os.File
+	if fd, err := unix.Open(filepath.Dir(dir), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		parent = os.NewFile(uintptr(fd), filepath.Dir(dir))
 	}
 	direct := o.Method == "direct" || (o.Method != "fusermount" && os.Geteuid() == 0)
 	if !direct {
@@ -138,15 +144,13 @@ func New(dir string, tree Tree, o Options) (*Mount, error) {
 	tree.SetPassthrough(false) // decided below, once the kernel has answered INIT
 	server, err := gofs.Mount(dir, tree.Root(), opts)
 	if err != nil {
+		if parent != nil {
+			parent.Close()
+		}
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
 	tree.Mounted(server)
-	m := &Mount{dir: dir, server: server, log: log}
-	// The path names this mount now: nothing can have replaced a
-	// directory of ours, held busy by the mount, in between.
-	if fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-		m.root = os.NewFile(uintptr(fd), dir)
-	}
+	m := &Mount{dir: dir, server: server, log: log, parent: parent}
 	if o.Passthrough != "off" {
 		why := m.probePassthrough(o.CacheDir)
 		if why != "" && o.Passthrough == "on" {
@@ -230,8 +234,8 @@ const lazyWait = 2 * time.Second
 // is detached lazily, so it disappears from the namespace at once and the
 // kernel lets go when its last user does. It reports which happened.
 func (m *Mount) Unmount() error {
-	if m.root != nil {
-		defer m.root.Close()
+	if m.parent != nil {
+		defer m.parent.Close()
 	}
 	err := m.unmount()
 	if err == nil {
@@ -251,16 +255,16 @@ func (m *Mount) Unmount() error {
 	return nil
 }
 
-// target is the path to unmount: as root, the held root through
-// /proc/self/fd, which names this very mount whatever became of the path
-// (a symbolic link put in its place, another mount over it); else the
+// target is the path to unmount: as root, the mountpoint's name in its
+// held parent through /proc/self/fd (unmounted with UMOUNT_NOFOLLOW), which
+// names this very mount whatever became of the path above it; else the
 // path, for fusermount3, which unmounts only this user's own FUSE mounts
 // and never follows a link.
 func (m *Mount) target() string {
-	if os.Geteuid() == 0 && m.root != nil {
-		p := fmt.Sprintf("/proc/self/fd/%d", m.root.Fd())
-		if _, err := os.Lstat(p); err == nil {
-			return p
+	if os.Geteuid() == 0 && m.parent != nil {
+		p := fmt.Sprintf("/proc/self/fd/%d", m.parent.Fd())
+		if _, err := os.Stat(p); err == nil {
+			return p + "/" + filepath.Base(m.dir)
 		}
 	}
 	return m.dir
@@ -277,7 +281,7 @@ func (m *Mount) unmount() error {
 	var err error
 	delay := time.Duration(0)
 	for range 5 {
-		if err = syscall.Unmount(t, 0); err != syscall.EBUSY {
+		if err = syscall.Unmount(t, unix.UMOUNT_NOFOLLOW); err != syscall.EBUSY {
 			break
 		}
 		delay = 2*delay + 5*time.Millisecond
@@ -314,7 +318,7 @@ func checkMountpoint(dir string) error {
 // otherwise.
 func detach(dir string) error {
 	if os.Geteuid() == 0 {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err == nil {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err == nil {
 			return nil
 		}
 	}
