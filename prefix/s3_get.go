@@ -36,9 +36,8 @@ func (s *s3Store) get(ctx context.Context, dataset, dstDir string, es []Entry, o
 // getRange fetches one range into the cache file.
 func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options, prog *progress) error {
 	f := j.f
-	f.once.Do(func() { f.openErr = s.openFetch(ctx, f) })
-	if f.openErr != nil {
-		return f.openErr
+	if err := f.open(func() error { return s.openFetch(ctx, f) }); err != nil {
+		return err
 	}
 	name := s.locateKey(f.key)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &f.key}
@@ -53,13 +52,9 @@ func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options,
 	if err != nil {
 		return err
 	}
-	f.crcs[j.idx] = crc
-	if f.left.Add(-1) > 0 {
+	whole, last := f.done(j, crc)
+	if !last {
 		return nil
-	}
-	var whole uint32
-	for i, c := range f.crcs {
-		whole = crc32c.Combine(whole, c, f.lens[i])
 	}
 	if f.e.HasCRC && whole != f.e.CRC32C {
 		return &CorruptError{Path: name, Reason: fmt.Sprintf("crc32c %08x, manifest says %08x", whole, f.e.CRC32C)}

@@ -51,6 +51,26 @@ type s3File struct {
 	parts []types.CompletedPart
 }
 
+// open runs open once, on the first of f's pieces to start; every piece
+// gets its error.
+func (f *s3File) open(open func() error) error {
+	f.once.Do(func() { f.openErr = open() })
+	return f.openErr
+}
+
+// done records the CRC32C of piece j and reports whether it was f's last
+// to finish, with the CRC32C of the whole file then.
+func (f *s3File) done(j *s3Job, crc uint32) (whole uint32, last bool) {
+	f.crcs[j.idx] = crc
+	if f.left.Add(-1) > 0 {
+		return 0, false
+	}
+	for i, c := range f.crcs {
+		whole = crc32c.Combine(whole, c, f.lens[i])
+	}
+	return whole, true
+}
+
 // s3Job is one part (upload) or range (fetch) of a file.
 type s3Job struct {
 	f      *s3File
@@ -156,9 +176,8 @@ func (s *s3Store) put(ctx context.Context, dataset, srcDir string, _ int, es []E
 // putPart reads one part and sends it.
 func (s *s3Store) putPart(ctx context.Context, j *s3Job, buf []byte, o Options, prog *progress) error {
 	f := j.f
-	f.once.Do(func() { f.openErr = s.openUpload(ctx, f) })
-	if f.openErr != nil {
-		return f.openErr
+	if err := f.open(func() error { return s.openUpload(ctx, f) }); err != nil {
+		return err
 	}
 	b := buf[:j.n]
 	crc, err := readPart(ctx, f.f, j.off, b, o, f.local)
@@ -184,13 +203,9 @@ func (s *s3Store) putPart(ctx context.Context, j *s3Job, buf []byte, o Options, 
 		f.mu.Unlock()
 	}
 	prog.add(j.n)
-	f.crcs[j.idx] = crc
-	if f.left.Add(-1) > 0 {
+	whole, last := f.done(j, crc)
+	if !last {
 		return nil
-	}
-	var whole uint32
-	for i, c := range f.crcs {
-		whole = crc32c.Combine(whole, c, f.lens[i])
 	}
 	f.e.CRC32C = whole
 	if f.upload == "" {
