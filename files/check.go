@@ -65,6 +65,9 @@ func Check(list []Meta) error {
 		if f.Size < 0 || f.Mode&^0o7777 != 0 {
 			return fmt.Errorf("file %d (%q): bad size %d or mode %#o", i, f.Path, f.Size, f.Mode)
 		}
+		if (f.Partial || len(f.Ranges) > 0) && (f.Type != Regular || !f.Partial) {
+			return fmt.Errorf("file %d (%q): ranges of a %v that is not a partial file", i, f.Path, f.Type)
+		}
 		switch f.Type {
 		case Regular:
 			regSize[f.Path] = f.Size
@@ -73,6 +76,9 @@ func Check(list []Meta) error {
 				return fmt.Errorf("file %d (%q): data beyond %d bytes", i, f.Path, int64(MaxBytes))
 			}
 			total += f.Size
+			if err := checkRanges(&f); err != nil {
+				return fmt.Errorf("file %d (%q): %w", i, f.Path, err)
+			}
 		case Dir:
 			if f.Size != 0 {
 				return fmt.Errorf("file %d (%q): directory with size %d", i, f.Path, f.Size)

@@ -71,15 +71,20 @@ type Meta struct {
 	Target  string `json:"target,omitempty"`
 	HasCRC  bool   `json:"has_crc,omitempty"`
 	CRC32C  uint32 `json:"crc32c,omitempty"` // of a regular file's bytes, when HasCRC
+	// Partial marks a regular file of which the member holds only Ranges
+	// (ranges.go): other nodes wrote the rest. Its bytes, and so its
+	// CRC32C, are those of its copy: zeros outside the ranges.
+	Partial bool    `json:"partial,omitempty"`
+	Ranges  []Range `json:"ranges,omitempty"`
 }
 
-// Bytes returns the sum of the regular files' sizes in list: the data a
-// member holds (hard links add none).
+// Bytes returns the bytes the regular files of list hold: the data a
+// member holds (hard links add none, a Partial file its ranges).
 func Bytes(list []Meta) int64 {
 	var n int64
-	for _, f := range list {
-		if f.Type == Regular {
-			n += f.Size
+	for i := range list {
+		if list[i].Type == Regular {
+			n += list[i].HeldBytes()
 		}
 	}
 	return n

@@ -3,6 +3,7 @@ package redundancy_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -183,7 +184,7 @@ func TestEncodeReadsTheRecord(t *testing.T) {
 		}
 		for k, g := range got {
 			g.HasCRC, g.CRC32C = false, 0
-			if g != me.Files[k] {
+			if !reflect.DeepEqual(g, me.Files[k]) {
 				t.Errorf("node %d file %d: redundancy file %+v, record %+v", i, k, g, me.Files[k])
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/klauspost/reedsolomon"
@@ -252,7 +253,7 @@ func checkHeaders(t *testing.T, ts *testSet, ms []Member, logicals [][]byte) {
 		for i, f := range own[r].Files {
 			g := list[i]
 			g.HasCRC, g.CRC32C = f.HasCRC, f.CRC32C
-			if g != f {
+			if !reflect.DeepEqual(g, f) {
 				t.Errorf("rank %d file %d: header %+v, listed %+v", r, i, f, list[i])
 			}
 			if f.Type == files.Regular {
