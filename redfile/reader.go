@@ -216,23 +216,51 @@ func ReadCopy(dir string, node, src int, p string, w io.Writer, buf []byte) (fil
 			meta = f
 			break
 		}
-		start += f.Size
+		start += f.HeldBytes()
 	}
 	if meta == nil {
 		return files.Meta{}, fmt.Errorf("member %d wrote no file %s: %w", src, p, os.ErrNotExist)
 	}
+	// The copy holds the bytes the member held of the file (its ranges,
+	// for a file several nodes wrote), one after the other; the file
+	// reads as zeros between them.
 	sr := r.Reader()
 	var crc uint32
-	for off := int64(0); off < meta.Size; {
-		b := buf[:min(int64(len(buf)), meta.Size-off)]
-		if err := sr.ReadAt(seg, start+off, b); err != nil {
-			return files.Meta{}, err
-		}
+	var at int64 // in the file
+	emit := func(b []byte) error {
 		crc = crc32c.Update(crc, b)
-		if _, err := w.Write(b); err != nil {
+		_, err := w.Write(b)
+		return err
+	}
+	zeros := func(n int64) error {
+		for n > 0 {
+			b := buf[:min(int64(len(buf)), n)]
+			clear(b)
+			if err := emit(b); err != nil {
+				return err
+			}
+			n -= int64(len(b))
+		}
+		return nil
+	}
+	for _, rg := range meta.Held() {
+		if err := zeros(rg.Off - at); err != nil {
 			return files.Meta{}, err
 		}
-		off += int64(len(b))
+		for off := int64(0); off < rg.Len; {
+			b := buf[:min(int64(len(buf)), rg.Len-off)]
+			if err := sr.ReadAt(seg, start+off, b); err != nil {
+				return files.Meta{}, err
+			}
+			if err := emit(b); err != nil {
+				return files.Meta{}, err
+			}
+			off += int64(len(b))
+		}
+		start, at = start+rg.Len, rg.End()
+	}
+	if err := zeros(meta.Size - at); err != nil {
+		return files.Meta{}, err
 	}
 	if meta.HasCRC && crc != meta.CRC32C {
 		return files.Meta{}, fmt.Errorf("%w: the copy of %s of member %d in %s: crc32c %08x, recorded %08x", ErrCorrupt, p, src, path, crc, meta.CRC32C)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -22,8 +23,31 @@ type fileCRCs struct {
 	runs  [][]crcRun // mu protects runs
 }
 
-func newFileCRCs(sizes []int64) *fileCRCs {
-	return &fileCRCs{sizes: sizes, runs: make([][]crcRun, len(sizes))}
+// newFileCRCs tracks the CRC32Cs of the regular files of list. Of a file
+// a member holds only ranges of (files.Meta.Partial), it knows the rest
+// from the start: zeros.
+func newFileCRCs(list []files.Meta) *fileCRCs {
+	t := &fileCRCs{}
+	for i := range list {
+		f := &list[i]
+		if f.Type != files.Regular {
+			continue
+		}
+		idx := len(t.sizes)
+		t.sizes = append(t.sizes, f.Size)
+		t.runs = append(t.runs, nil)
+		if !f.Partial {
+			continue
+		}
+		var at int64
+		for _, r := range append(f.Ranges, files.Range{Off: f.Size}) {
+			if r.Off > at {
+				t.addCRC(idx, at, r.Off-at, crc32c.Zeros(0, r.Off-at))
+			}
+			at = r.End()
+		}
+	}
+	return t
 }
 
 // add records that bytes b sit at offset start of file i.

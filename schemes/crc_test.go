@@ -1,9 +1,11 @@
 package schemes
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
@@ -30,7 +32,7 @@ func TestFileCRCsOutOfOrder(t *testing.T) {
 		}
 	}
 	rng.Shuffle(len(ps), func(a, b int) { ps[a], ps[b] = ps[b], ps[a] })
-	tr := newFileCRCs(sizes)
+	tr := newFileCRCs(regularFiles(sizes))
 	for _, p := range ps {
 		tr.add(p.file, p.off, data[p.file][p.off:p.end])
 	}
@@ -44,7 +46,7 @@ func TestFileCRCsOutOfOrder(t *testing.T) {
 		}
 	}
 	// A gap is reported, not papered over.
-	tr = newFileCRCs([]int64{10})
+	tr = newFileCRCs(regularFiles([]int64{10}))
 	tr.add(0, 0, make([]byte, 4))
 	tr.add(0, 5, make([]byte, 5))
 	if _, err := tr.sums(); err == nil {
@@ -71,6 +73,46 @@ func TestXorWithCRC(t *testing.T) {
 		}
 		if w := crc32c.Checksum(want); crc != w {
 			t.Fatalf("%d bytes: crc32c %08x, want %08x", n, crc, w)
+		}
+	}
+}
+
+// regularFiles lists regular files of the given sizes.
+func regularFiles(sizes []int64) []files.Meta {
+	out := make([]files.Meta, len(sizes))
+	for i, n := range sizes {
+		out[i] = files.Meta{Path: fmt.Sprintf("f%d", i), Type: files.Regular, Size: n}
+	}
+	return out
+}
+
+// TestFileCRCsOfPartialFiles: a file the member holds only ranges of has
+// the CRC32C of its copy, zeros between the ranges, from the ranges'
+// bytes alone.
+func TestFileCRCsOfPartialFiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	copyOf := make([]byte, 10_000)
+	ranges := []files.Range{{Off: 100, Len: 900}, {Off: 4000, Len: 1}, {Off: 9000, Len: 1000}}
+	for _, r := range ranges {
+		for i := r.Off; i < r.End(); i++ {
+			copyOf[i] = byte(rng.UintN(255) + 1)
+		}
+	}
+	for _, rs := range [][]files.Range{ranges, ranges[:2], nil} {
+		want := make([]byte, len(copyOf))
+		for _, r := range rs {
+			copy(want[r.Off:r.End()], copyOf[r.Off:r.End()])
+		}
+		tr := newFileCRCs([]files.Meta{{Path: "f", Type: files.Regular, Size: int64(len(want)), Partial: true, Ranges: rs}})
+		for _, r := range rs {
+			tr.add(0, r.Off, want[r.Off:r.End()])
+		}
+		sums, err := tr.sums()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sums[0] != crc32c.Checksum(want) {
+			t.Errorf("ranges %v: %08x, want %08x", rs, sums[0], crc32c.Checksum(want))
 		}
 	}
 }

@@ -157,7 +157,7 @@ func (e *encoder) run(s *session) error {
 	// The data phase reads every byte of this member's files exactly once,
 	// in whatever order the scheme needs; the tracker assembles each file's
 	// CRC32C from those pieces for the header.
-	crcs := newFileCRCs(regularSizes(e.m.Files))
+	crcs := newFileCRCs(e.m.Files)
 	lr := newLogicalReader(e.m.Dir, e.m.Files, crcs)
 	defer lr.close()
 	var dataLen int64
@@ -208,16 +208,6 @@ func (e *encoder) run(s *session) error {
 func chunkSize(maxSize int64, parts int) int64 {
 	c := (maxSize + int64(parts) - 1) / int64(parts)
 	return max(c, 1)
-}
-
-func regularSizes(list []files.Meta) []int64 {
-	var out []int64
-	for _, f := range list {
-		if f.Type == files.Regular {
-			out = append(out, f.Size)
-		}
-	}
-	return out
 }
 
 // withCRCs returns a copy of files with the regular files' CRCs set.

@@ -18,31 +18,48 @@ import (
 // even for members with thousands of files.
 const maxOpenFiles = 16
 
-// logicalFile maps offsets of a member's logical file (its regular files
-// concatenated, zero-padded beyond the end) to the files. One goroutine uses
-// an instance at a time; the CRC tracker may be shared.
+// logicalFile maps offsets of a member's logical file (the bytes its
+// regular files hold, one after the other, zero-padded beyond the end) to
+// the files. A file several nodes wrote, of which the member holds only
+// ranges (files.Meta.Partial), contributes just those: its logical bytes
+// are its segments, and the file reads as zeros between them. One
+// goroutine uses an instance at a time; the CRC tracker may be shared.
 type logicalFile struct {
-	paths  []string // file to open for each regular file
-	shown  []string // dataset-relative names, for errors
-	sizes  []int64
-	starts []int64
-	size   int64
-	write  bool
-	crcs   *fileCRCs // nil: no tracking
-	open   map[int]*os.File
-	order  []int // open files, oldest first
+	paths []string // file to open for each regular file
+	shown []string // dataset-relative names, for errors
+	sizes []int64  // each regular file's size
+	segs  []segment
+	size  int64
+	write bool
+	crcs  *fileCRCs // nil: no tracking
+	open  map[int]*os.File
+	order []int // open files, oldest first
 }
+
+// segment is a run of logical bytes that one file holds contiguously.
+type segment struct {
+	file  int   // index of the regular file
+	at    int64 // where the run starts in the file
+	start int64 // where it starts in the logical file
+	n     int64
+}
+
+func (g segment) end() int64 { return g.start + g.n }
 
 func newLogical(list []files.Meta) *logicalFile {
 	l := &logicalFile{open: make(map[int]*os.File)}
-	for _, f := range list {
+	for i := range list {
+		f := &list[i]
 		if f.Type != files.Regular {
 			continue
 		}
+		idx := len(l.shown)
 		l.shown = append(l.shown, f.Path)
 		l.sizes = append(l.sizes, f.Size)
-		l.starts = append(l.starts, l.size)
-		l.size += f.Size
+		for _, r := range f.Held() {
+			l.segs = append(l.segs, segment{file: idx, at: r.Off, start: l.size, n: r.Len})
+			l.size += r.Len
+		}
 	}
 	return l
 }
@@ -58,9 +75,10 @@ func newLogicalReader(dir string, list []files.Meta, crcs *fileCRCs) *logicalFil
 }
 
 // newLogicalWriter writes the regular files of files as stage/<index>, each
-// created empty here so zero-length files exist too. Staging under numbers
-// rather than names keeps untrusted paths out of the picture until place
-// checks and creates them.
+// created here at its size, so zero-length files exist too and the bytes a
+// member does not hold of a file several nodes wrote read as zeros.
+// Staging under numbers rather than names keeps untrusted paths out of the
+// picture until place checks and creates them.
 func newLogicalWriter(stage string, list []files.Meta, crcs *fileCRCs) (*logicalFile, error) {
 	l := newLogical(list)
 	l.write = true
@@ -71,7 +89,11 @@ func newLogicalWriter(stage string, list []files.Meta, crcs *fileCRCs) (*logical
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", l.shown[i], err)
 		}
-		if err := f.Close(); err != nil {
+		err = f.Truncate(l.sizes[i])
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", l.shown[i], err)
 		}
 		l.paths = append(l.paths, p)
@@ -119,20 +141,40 @@ func (l *logicalFile) file(i int) (*os.File, error) {
 	return f, nil
 }
 
-// locate returns the first file whose bytes reach past off.
+// locate returns the first segment whose bytes reach past off.
 func (l *logicalFile) locate(off int64) int {
-	return sort.Search(len(l.starts), func(i int) bool { return l.starts[i]+l.sizes[i] > off })
+	return sort.Search(len(l.segs), func(i int) bool { return l.segs[i].end() > off })
 }
 
 // within returns the file that holds all of the logical bytes [off,
-// off+n) and where they start in it, or ok false when they span files or
-// reach into the padding.
+// off+n) and where they start in it, or ok false when they span segments
+// or reach into the padding.
 func (l *logicalFile) within(off int64, n int) (i int, in int64, ok bool) {
-	i = l.locate(off)
-	if n <= 0 || i >= len(l.starts) || off+int64(n) > l.starts[i]+l.sizes[i] {
+	k := l.locate(off)
+	if n <= 0 || k >= len(l.segs) || off+int64(n) > l.segs[k].end() {
 		return 0, 0, false
 	}
-	return i, off - l.starts[i], true
+	g := l.segs[k]
+	return g.file, g.at + off - g.start, true
+}
+
+// each calls fn for the runs of the logical bytes [off, off+len(p)) that
+// segments hold, in order: the file, where the run starts in it, and its
+// part of p. It returns the rest of p, which lies in the padding.
+func (l *logicalFile) each(p []byte, off int64, fn func(file int, at int64, b []byte) error) ([]byte, error) {
+	for k := l.locate(off); len(p) > 0 && k < len(l.segs); k++ {
+		g := l.segs[k]
+		in := off - g.start
+		n := min(int64(len(p)), g.n-in)
+		if n <= 0 {
+			continue
+		}
+		if err := fn(g.file, g.at+in, p[:n]); err != nil {
+			return nil, err
+		}
+		p, off = p[n:], off+n
+	}
+	return p, nil
 }
 
 // readErr describes a failed read of file i that needed end bytes.
@@ -145,30 +187,28 @@ func (l *logicalFile) readErr(i int, end int64, err error) error {
 
 // readAt fills p with the logical bytes at off, zeros past the end.
 func (l *logicalFile) readAt(p []byte, off int64) error {
-	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
-		in := off - l.starts[i]
-		n := min(int64(len(p)), l.sizes[i]-in)
-		if n <= 0 {
-			continue
-		}
+	rest, err := l.each(p, off, func(i int, at int64, b []byte) error {
 		f, err := l.file(i)
 		if err != nil {
 			return err
 		}
 		if l.crcs == nil {
-			_, err = f.ReadAt(p[:n], in)
+			_, err = f.ReadAt(b, at)
 		} else {
 			var crc uint32
-			if crc, err = crc32c.ReadAt(f, p[:n], in); err == nil {
-				l.crcs.addCRC(i, in, n, crc)
+			if crc, err = crc32c.ReadAt(f, b, at); err == nil {
+				l.crcs.addCRC(i, at, int64(len(b)), crc)
 			}
 		}
 		if err != nil {
-			return l.readErr(i, in+n, err)
+			return l.readErr(i, at+int64(len(b)), err)
 		}
-		p, off = p[n:], off+n
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	clear(p)
+	clear(rest)
 	return nil
 }
 
@@ -197,42 +237,35 @@ func (l *logicalFile) piece(off int64, n int, buf []byte) (span, error) {
 
 // track feeds the logical bytes p at off to the CRC tracker only.
 func (l *logicalFile) track(p []byte, off int64) {
-	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
-		in := off - l.starts[i]
-		n := min(int64(len(p)), l.sizes[i]-in)
-		if n <= 0 {
-			continue
-		}
-		l.crcs.add(i, in, p[:n])
-		p, off = p[n:], off+n
-	}
+	l.each(p, off, func(i int, at int64, b []byte) error {
+		l.crcs.add(i, at, b)
+		return nil
+	})
 }
 
 // writeAt stores the logical bytes p at off. Bytes past the logical end are
 // padding every encoder saw as zeros; anything else there means the rebuild
 // computed garbage, so it is reported rather than dropped.
 func (l *logicalFile) writeAt(p []byte, off int64) error {
-	for i := l.locate(off); len(p) > 0 && i < len(l.starts); i++ {
-		in := off - l.starts[i]
-		n := min(int64(len(p)), l.sizes[i]-in)
-		if n <= 0 {
-			continue
-		}
+	rest, err := l.each(p, off, func(i int, at int64, b []byte) error {
 		f, err := l.file(i)
 		if err != nil {
 			return err
 		}
-		if _, err := f.WriteAt(p[:n], in); err != nil {
+		if _, err := f.WriteAt(b, at); err != nil {
 			return fmt.Errorf("write %s: %w", l.shown[i], err)
 		}
 		if l.crcs != nil {
-			l.crcs.add(i, in, p[:n])
+			l.crcs.add(i, at, b)
 		}
-		p, off = p[n:], off+n
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	for j, b := range p {
+	for j, b := range rest {
 		if b != 0 {
-			return fmt.Errorf("%w: rebuilt padding byte at logical offset %d is %#x, not zero", ErrCorrupt, off+int64(j), b)
+			return fmt.Errorf("%w: rebuilt padding byte at logical offset %d is %#x, not zero", ErrCorrupt, off+int64(len(p)-len(rest)+j), b)
 		}
 	}
 	return nil

@@ -63,7 +63,7 @@ func (b *rebuilder) partner(s *session) error {
 		trackers := make(map[int]*logicalFile)
 		for _, y := range b.p.recorded(b.m.Rank) {
 			list := b.metas[y].Files
-			b.copyCRCs[y] = newFileCRCs(regularSizes(list))
+			b.copyCRCs[y] = newFileCRCs(list)
 			trackers[y] = newLogical(list)
 			trackers[y].crcs = b.copyCRCs[y]
 		}

@@ -66,7 +66,7 @@ func (b *rebuilder) prepareLost(hellos map[int]*hello) error {
 		}
 	}
 	own := b.metas[x]
-	lw, err := newLogicalWriter(b.stage, own.Files, newFileCRCs(regularSizes(own.Files)))
+	lw, err := newLogicalWriter(b.stage, own.Files, newFileCRCs(own.Files))
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (b *rebuilder) rs(s *session) error {
 	own := b.hdr.Members[0]
 	// Producer and solver both read this member's data; between them every
 	// data row is read once, so one shared tracker checks all its files.
-	crcs := newFileCRCs(regularSizes(own.Files))
+	crcs := newFileCRCs(own.Files)
 	// newShardReader returns a reader of this member's shard of row j (its
 	// data chunk, or its checksum segment, CRC-checked) for one goroutine.
 	newShardReader := func() (func(j int, off int64, dst []byte) error, func()) {

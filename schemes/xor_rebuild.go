@@ -48,7 +48,7 @@ func (b *rebuilder) xor(s *session) error {
 	// A survivor reads all of its data (every row but its own) and its
 	// parity; its files' CRCs are checked at the end so a damaged survivor
 	// file is named instead of silently poisoning x's data.
-	crcs := newFileCRCs(regularSizes(b.hdr.Members[0].Files))
+	crcs := newFileCRCs(b.hdr.Members[0].Files)
 	lr := newLogicalReader(b.m.Dir, b.hdr.Members[0].Files, crcs)
 	defer lr.close()
 	sr := b.rf.Reader()
