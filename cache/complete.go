@@ -30,6 +30,14 @@ func (s *Store) finishCompletion(d *Dataset) {
 
 	s.removePlaceholders(d)
 	usage, err := scanUsage(dir)
+	d.mu.Lock()
+	partial := d.partialLocked()
+	d.mu.Unlock()
+	if err := saveRanges(dir, partial); err != nil {
+		// Kept in memory: only a restart before the record loses them,
+		// and then the files count as written whole (never less).
+		s.log.Warn("keep the ranges written of files several nodes write", "dataset", d.Name(), "err", err)
+	}
 
 	s.mu.Lock()
 	d.mu.Lock()

@@ -38,6 +38,8 @@ type Dataset struct {
 	// placeholders are files made here only to show names other nodes
 	// created (see Placeholder).
 	placeholders map[string]bool
+	// writes says how its files were written here (written.go).
+	writes writes
 }
 
 // Name returns the dataset's current name (a rename may change it).

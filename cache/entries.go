@@ -43,10 +43,12 @@ func (d *Dataset) wroteLocked(rel string, grew int64) {
 }
 
 // EntryRenamed moves what the dataset knows of entry from (whether it is
-// a placeholder) to to: the application renamed it here.
+// a placeholder, how it was written) to to: the application renamed it
+// here.
 func (d *Dataset) EntryRenamed(from, to string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.renameWritesLocked(from, to)
 	if d.placeholders[from] {
 		delete(d.placeholders, from)
 		d.placeholders[to] = true
@@ -102,6 +104,7 @@ func (s *Store) RemoveEntry(name, rel string, dir bool) error {
 	if err != nil {
 		return fmt.Errorf("remove %s/%s: %w", name, rel, err)
 	}
+	d.EntryRemoved(rel)
 	s.report(Event{Kind: EventEntry, Info: d.Info(), Path: rel})
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/cluster"
+	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/internal/jobdir"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet"
@@ -339,6 +340,39 @@ func (n *Node) Write(name string, files map[string][]byte) {
 		}
 		ds.CloseWrite(rel, int64(len(data)), true)
 	}
+}
+
+// WriteAt writes data at off of file rel of writing dataset name (made
+// empty if it is not there), as a writer through the daemon does, which
+// notes the range it wrote: a file several nodes write (MPI-IO).
+func (n *Node) WriteAt(name, rel string, off int64, data []byte) {
+	t := n.job.T
+	t.Helper()
+	ds, err := n.Begin(name)
+	if err != nil {
+		t.Fatalf("node %d: %v", n.Index, err)
+	}
+	if err := ds.OpenWrite(); err != nil {
+		t.Fatalf("node %d: %s/%s: %v", n.Index, name, rel, err)
+	}
+	p := filepath.Join(ds.Dir(), rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.Stat()
+	if _, err := f.WriteAt(data, off); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := f.Stat()
+	f.Close()
+	var w files.Ranges
+	w.Add(off, int64(len(data)))
+	ds.Wrote(rel, &w, false)
+	ds.CloseWrite(rel, after.Size()-before.Size(), before.Size() == 0)
 }
 
 // Begin returns writing dataset name (a directory at the mount's root),
