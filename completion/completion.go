@@ -127,6 +127,7 @@ func New(o Options) (*Completer, error) {
 	jobnet.Handle(c.net, "share", c.handleShare)
 	jobnet.Handle(c.net, "record", c.handleRecord)
 	jobnet.Handle(c.net, "fail", c.handleFail)
+	jobnet.Handle(c.net, "bytes", c.handleBytes)
 	return c, nil
 }
 

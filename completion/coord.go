@@ -332,6 +332,12 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 		c.tell(ctx, "record", recordMsg{Record: rec}, log)
 		return
 	}
+	// Files several nodes wrote are compared before the ledger is asked:
+	// the comparison calls the nodes.
+	clash := ""
+	if !m.fetched && allShared(shares) {
+		clash = c.compareShared(ctx, m.Dataset, shares)
+	}
 	c.mu.Lock()
 	var why []string
 	for n, s := range shares {
@@ -348,11 +354,19 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 		}
 	}
 	var rec *record.Record
-	if len(why) == 0 {
+	reason := "incomplete: " + strings.Join(why, "; ")
+	switch {
+	case len(why) == 0 && clash != "":
+		reason = "a file several nodes wrote is not one: " + clash
+	case len(why) == 0:
 		rec = c.recordLocked(m, shares)
 	}
 	c.ledger.done(m.Dataset)
-	c.endLocked(m.Dataset, strings.Join(why, "; "))
+	if rec == nil {
+		c.endLocked(m.Dataset, reason)
+	} else {
+		c.endLocked(m.Dataset, "")
+	}
 	err := c.persistLocked()
 	c.mu.Unlock()
 	if err != nil {
@@ -362,8 +376,7 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	c.metrics.seconds.Observe(time.Since(start).Seconds())
 	if rec == nil {
 		c.metrics.rounds.WithLabelValues("failed").Inc()
-		reason := "incomplete: " + strings.Join(why, "; ")
-		log.Error("dataset failed: not every node could prove its share", "reason", reason)
+		log.Error("dataset failed", "reason", reason)
 		c.tell(ctx, "fail", failMsg{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root, Reason: reason}, log)
 		return
 	}
@@ -390,6 +403,16 @@ func recordedBefore(m completeMsg, shares []share) *record.Record {
 		}
 	}
 	return newest
+}
+
+// allShared reports whether every node answered with its share.
+func allShared(shares []share) bool {
+	for _, s := range shares {
+		if s.err != nil || s.rep.Lost != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // share is one node's answer to a round.

@@ -266,7 +266,8 @@ func (c *Completer) handleShare(ctx context.Context, from int, m shareReq) (any,
 			// The one listing of this node's files: it becomes the
 			// record's, which the encode and the flush read instead of
 			// walking the tree again (a completed dataset does not change).
-			list, err := files.Scan(ds.Dir())
+			// A file written here only in part lists the ranges written.
+			list, err := ds.List()
 			if err != nil {
 				rep.Lost = fmt.Sprintf("node %d cannot list its files: %v", c.self, err)
 				return rep, nil
