@@ -26,7 +26,8 @@ import (
 //	Completed  every file of a dataset is closed here and its    completion (node 0 waits for this node's
 //	           completion requested: it is complete here         share), transfer (flush.every counts it)
 //	Recorded   the job agreed the dataset's record (SetRecord)   redundancy (protects it under its record),
-//	                                                            names (its names no longer change)
+//	                                                            names (its names no longer change), fs
+//	                                                            (files several nodes wrote are read as one)
 //	Revised    its record was revised: a share moved (Revised)   namespace (reads the record again)
 //	Settled    its redundancy is settled here (Settled)          transfer (flushes wait for it)
 //	Adopted    scrfs put a dataset's files in place: fetched,    fs (the directory appeared)

@@ -87,11 +87,11 @@ type Dataset struct {
 	// job agreed its record (0 before).
 	Seq uint64 `json:"seq,omitempty"`
 	// JobFiles and JobBytes count the files of every node, as every node
-	// shows them once the dataset is recorded; Clashes the paths several
-	// nodes wrote (each sees its own copy, the others the lowest node's).
-	JobFiles int64 `json:"job_files,omitempty"`
-	JobBytes int64 `json:"job_bytes,omitempty"`
-	Clashes  int   `json:"clashes,omitempty"`
+	// shows them once the dataset is recorded; SharedFiles the files
+	// several nodes wrote (one file each, read from every writer's part).
+	JobFiles    int64 `json:"job_files,omitempty"`
+	JobBytes    int64 `json:"job_bytes,omitempty"`
+	SharedFiles int   `json:"shared_files,omitempty"`
 }
 
 // Progress is how far a long operation has come.

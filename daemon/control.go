@@ -227,7 +227,7 @@ func (d *Daemon) status() control.Status {
 		row := datasetStatus(ds.Info())
 		if v := d.node.Namespace.View(row.Name); v != nil {
 			row.JobFiles, row.JobBytes = v.Files()
-			row.Clashes = v.Clashes()
+			row.SharedFiles = v.SharedFiles()
 		}
 		st.Datasets = append(st.Datasets, row)
 	}

@@ -15,8 +15,7 @@ import (
 // one shared file written by a rank on each of 4 daemons (mpi_test.go runs
 // the jobs, mpi_reference_test.go has the cases and the reference runs),
 // through completion, a node's loss, a flush and fetches on 4 and on 2
-// nodes. Gated behind -scrfs.sharedfiles (shared_test.go) until the
-// feature lands.
+// nodes.
 
 // mpiDS is the dataset the MPI tests write.
 const mpiDS = "ckpt.1"
@@ -46,7 +45,6 @@ func mountsOf(c *Cluster, nodes ...int) []string {
 // after every cache is wiped the job fetches them back on 4 nodes, and a
 // job of 2 nodes does too.
 func TestMPISharedCheckpoint(t *testing.T) {
-	requireSharedFiles(t)
 	w := requireMPI(t)
 	_, want := w.references(t)
 	prefix := t.TempDir()
@@ -63,8 +61,8 @@ func TestMPISharedCheckpoint(t *testing.T) {
 	}
 	markComplete(t, c, mpiDS)
 	for i, d := range settled(t, c, mpiDS, "protected") {
-		if d.Clashes != 0 {
-			t.Errorf("node %d: %d clashes, want none: each file is one file written by 4 nodes", i, d.Clashes)
+		if d.SharedFiles != len(ckptCases) {
+			t.Errorf("node %d: %d shared files, want %d: each file is one file written by 4 nodes", i, d.SharedFiles, len(ckptCases))
 		}
 	}
 	checkMPIFiles(t, "complete", c.Nodes, want)
@@ -156,7 +154,6 @@ func checkPrefixFiles(t *testing.T, prefix string, want map[string]string) {
 // a message naming the hint (a daemon's log, or the failed dataset's
 // reason) — never a silently wrong file.
 func TestMPIDataSieving(t *testing.T) {
-	requireSharedFiles(t)
 	w := requireMPI(t)
 	c := NewCluster(t, 4, mpiJobEnv(t.TempDir())...).Start()
 	all := mountsOf(c, 0, 1, 2, 3)

@@ -113,7 +113,7 @@ func TestNamesWhileWriting(t *testing.T) {
 	sums["writer.lock"] = sha256hex(nil)
 	for i, n := range c.Nodes {
 		sameSums(t, "node "+string(rune('0'+i))+"'s mount after completion", treeSums(t, n.Path("ckpt.1")), sums)
-		if ds := n.Dataset("ckpt.1"); ds == nil || ds.Clashes != 0 {
+		if ds := n.Dataset("ckpt.1"); ds == nil || ds.SharedFiles != 0 {
 			t.Fatalf("node %d: status of ckpt.1: %+v", i, ds)
 		}
 	}

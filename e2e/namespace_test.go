@@ -20,7 +20,8 @@ import (
 // Issue 13: every node sees every checkpoint. A DCP-like checkpoint: rank
 // 0 creates the directory and the others write into it; a shard per rank,
 // a replicated file and a .metadata marker on node 0, a config.json every
-// rank writes (a clash), nested directories and a symlink.
+// rank writes alike (one file several nodes wrote), nested directories
+// and a symlink.
 
 // writeDCP writes dataset name on every node of c as DCP would (node 1
 // also a file big.bin of big bytes, unless big is 0) and completes it with
@@ -36,7 +37,7 @@ func writeDCP(t *testing.T, c *Cluster, name string, shard, big int64) []map[str
 		})
 		writeRandom(t, n.Path(name, fmt.Sprintf("__%d_0.distcp", i)), shard+int64(1000*i), uint64(i+1+len(name)))
 		writeRandom(t, n.Path(name, "sub", fmt.Sprintf("r%d", i), "x.bin"), 10_000+int64(i), uint64(i+10))
-		must(t, os.WriteFile(n.Path(name, "config.json"), []byte(fmt.Sprintf(`{"rank": %d}`, i)), 0o644))
+		must(t, os.WriteFile(n.Path(name, "config.json"), []byte(`{"model": "dcp"}`), 0o644))
 	}
 	if big > 0 {
 		writeRandom(t, c.Nodes[1].Path(name, "big.bin"), big, 77)
@@ -86,7 +87,8 @@ func jobView(own []map[string]string, j int) map[string]string {
 // TestEveryNodeSeesEveryCheckpoint: after completion every node lists,
 // stats and reads every file of the checkpoint, byte-identical, through
 // read, pread and mmap; four local readers of one remote file move it over
-// the network once; status counts the job's files and the clash.
+// the network once; status counts the job's files and the one file every
+// node wrote.
 func TestEveryNodeSeesEveryCheckpoint(t *testing.T) {
 	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:.metadata",
 		"SCRFS_METRICS_LISTEN=127.0.0.1:0", "SCRFS_NAMESPACE_FETCH_WHOLE=64MiB").Start()
@@ -121,11 +123,11 @@ func TestEveryNodeSeesEveryCheckpoint(t *testing.T) {
 	for j, n := range c.Nodes {
 		sameMeta(t, fmt.Sprintf("node %d's dcp_200", j), treeMeta(t, n.Path("dcp_200")), jobView(own, j))
 		d := n.Dataset("dcp_200")
-		if d == nil || d.Clashes != 1 || d.JobFiles != int64(len(fileKeys(jobView(own, 0)))) {
-			t.Errorf("node %d: status %+v, want 1 clash and %d files", j, d, len(fileKeys(jobView(own, 0))))
+		if d == nil || d.SharedFiles != 1 || d.JobFiles != int64(len(fileKeys(jobView(own, 0)))) {
+			t.Errorf("node %d: status %+v, want 1 shared file and %d files", j, d, len(fileKeys(jobView(own, 0))))
 		}
-		if got, _ := os.ReadFile(n.Path("dcp_200", "config.json")); string(got) != fmt.Sprintf(`{"rank": %d}`, j) {
-			t.Errorf("node %d reads its config.json as %q", j, got)
+		if got, _ := os.ReadFile(n.Path("dcp_200", "config.json")); string(got) != `{"model": "dcp"}` {
+			t.Errorf("node %d reads config.json as %q", j, got)
 		}
 	}
 

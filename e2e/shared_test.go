@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,20 +19,7 @@ import (
 // Issue 29: while a checkpoint is written its namespace is job-wide, and a
 // file written on several nodes is one file once the checkpoint completes.
 // These are its acceptance tests, with plain shell tools here and MPI
-// programs in mpiio_test.go. The feature is not built yet and they fail
-// (each test says how), so they run only with -scrfs.sharedfiles; the flag
-// goes once the feature lands.
-var sharedFiles = flag.Bool("scrfs.sharedfiles", false,
-	"run issue 29's acceptance tests (a job-wide namespace while a checkpoint is written, shared files), which fail until it is built")
-
-// requireSharedFiles skips an acceptance test of issue 29 unless
-// -scrfs.sharedfiles asks for it.
-func requireSharedFiles(t *testing.T) {
-	t.Helper()
-	if !*sharedFiles {
-		t.Skip("acceptance test of issue 29 (a job-wide namespace while a checkpoint is written, shared files), which is not built yet: run with -scrfs.sharedfiles")
-	}
-}
+// programs in mpiio_test.go.
 
 // posixTimeout bounds one shell tool on the mounts (scaled): each takes
 // milliseconds; one still running after this hangs.
@@ -171,7 +157,6 @@ func (j *sharedJob) everywhere(t *testing.T, rel string, want []byte) {
 // checkpoint is written and for files several nodes write, with shell
 // tools on 4 daemons.
 func TestSharedNamespace(t *testing.T) {
-	requireSharedFiles(t)
 
 	t.Run("directories made on one node", func(t *testing.T) {
 		j := newSharedJob(t)
@@ -267,8 +252,8 @@ func TestSharedNamespace(t *testing.T) {
 		posixOK(t, "dd", "if="+j.a, "of="+j.at(0, "h"), "bs=1M", "count=4", "conv=notrunc", "status=none")
 		posixOK(t, "dd", "if="+j.b, "of="+j.at(1, "h"), "bs=1M", "count=4", "seek=4", "conv=notrunc", "status=none")
 		for i, d := range j.complete(t, "protected") {
-			if d.Clashes != 0 {
-				t.Errorf("node %d: %d clashes, want none for a file written on two nodes", i, d.Clashes)
+			if d.SharedFiles != 1 {
+				t.Errorf("node %d: %d shared files, want 1 for a file written on two nodes", i, d.SharedFiles)
 			}
 		}
 		j.everywhere(t, "h", append(slices.Clone(j.aBytes), j.bBytes...))

@@ -45,7 +45,8 @@ func cacheLong(d *cache.Dataset, out *fuse.EntryOut) {
 
 // create creates and opens the cache file rel of dataset d as a child of
 // parent.
-func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, rel string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
+// fresh says no other node holds the file: this create makes it.
+func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, rel string, fresh bool, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
 	if err := d.OpenWrite(); err != nil {
 		return nil, nil, 0, f.toErrno(err)
 	}
@@ -69,9 +70,15 @@ func (f *FS) create(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, r
 	if n, ok := ch.Operations().(*dsNode); ok {
 		node = n // the inode was known already (a hard link)
 	}
-	h := &handle{fsys: f, node: node, fd: fd, write: true, created: true, size0: st.Size}
+	if flags&syscall.O_TRUNC != 0 {
+		node.truncated(0) // a copy another node's create showed here
+	}
+	h, errno := f.newHandle(node, fd, true, true, node.openMode(fresh))
+	if errno != 0 {
+		return nil, nil, 0, errno
+	}
 	f.metrics.created.Inc()
-	return ch, h, f.openFlags(flags), 0
+	return ch, h, h.openFlags(flags), 0
 }
 
 // mknod creates a non-opened entry e (rel inside d).

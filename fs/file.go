@@ -20,22 +20,43 @@ type handle struct {
 	write   bool    // counted as a writer of the dataset (OpenWrite)
 	created bool    // this open created the file
 	size0   int64   // size at open, to measure growth under passthrough
+	// passed: the kernel reads and writes the cache file itself
+	// (passthrough); counted in node.pt until Release.
+	passed bool
+	// shared: a writer of a dataset whose files several nodes may write,
+	// which tells the dataset what it wrote (written.go): track collects
+	// the ranges it writes through the daemon (nil when passed through),
+	// stamp0 is its file as it was at open.
+	shared bool
+	track  *tracker
+	stamp0 stamp
 }
 
-func (f *FS) newHandle(n *dsNode, fd int, write, created bool) (*handle, syscall.Errno) {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
+// newHandle makes the handle of an open of n's cache file fd, passed
+// through to the kernel or not (openMode). On failure it closes fd and
+// undoes what the open counted.
+func (f *FS) newHandle(n *dsNode, fd int, write, created, passed bool) (*handle, syscall.Errno) {
+	st, err := stampOf(fd)
+	if err != nil {
 		syscall.Close(fd)
+		n.closed(passed, nil)
 		if write {
 			n.ds.CloseWrite("", 0, false)
 		}
 		return nil, f.toErrno(err)
 	}
-	return &handle{fsys: f, node: n, fd: fd, write: write, created: created, size0: st.Size}, 0
+	h := &handle{fsys: f, node: n, fd: fd, write: write, created: created, size0: st.size, passed: passed, stamp0: st}
+	if write && f.namesShared(n.ds) {
+		h.shared = true
+		if !passed {
+			h.track = n.tracking()
+		}
+	}
+	return h, 0
 }
 
-// openFlags are the FOPEN flags a new handle opened with flags is
-// answered with. On the daemon data path (no passthrough) a write-only
+// openFlags are the FOPEN flags handle h, opened with flags, is answered
+// with. On the daemon data path (no passthrough) a write-only
 // handle bypasses the kernel's page cache (FOPEN_DIRECT_IO): every write
 // reaches the daemon either way (FUSE caches writes through, not back), but
 // through the page cache the writer first copies each byte into a page the
@@ -47,8 +68,8 @@ func (f *FS) newHandle(n *dsNode, fd int, write, created bool) (*handle, syscall
 // nothing else changes for the application; handles that can read keep the
 // page cache. Under passthrough the kernel writes the cache file itself
 // and this does not apply.
-func (f *FS) openFlags(flags uint32) uint32 {
-	if !f.passthrough.Load() && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
+func (h *handle) openFlags(flags uint32) uint32 {
+	if !h.passed && flags&syscall.O_ACCMODE == syscall.O_WRONLY {
 		return fuse.FOPEN_DIRECT_IO
 	}
 	return 0
@@ -56,7 +77,7 @@ func (f *FS) openFlags(flags uint32) uint32 {
 
 // PassthroughFd offers the cache file to the kernel, which then serves reads
 // and writes without the daemon (go-fuse registers it once per inode).
-func (h *handle) PassthroughFd() (int, bool) { return h.fd, h.fsys.passthrough.Load() }
+func (h *handle) PassthroughFd() (int, bool) { return h.fd, h.passed }
 
 // Read serves a read from the cache file. The reply is spliced from the
 // file to the kernel when go-fuse can, so the bytes never pass through the
@@ -79,6 +100,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (written uin
 	n, err := syscall.Pwrite(h.fd, data, off)
 	if n > 0 {
 		h.fsys.metrics.written.Add(float64(n))
+		if h.track != nil {
+			h.track.wrote(off, int64(n))
+		}
 	}
 	if err != nil {
 		return uint32(max(n, 0)), h.fsys.toErrno(err)
@@ -95,13 +119,17 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSY
 // with how much the file grew.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.fsys.observe(opRelease, time.Now(), &errno)
+	defer h.node.closed(h.passed, h.track)
 	if h.write {
 		var grew int64
 		var st syscall.Stat_t
 		if syscall.Fstat(h.fd, &st) == nil {
 			grew = st.Size - h.size0
 		}
-		rel, _ := h.node.rel()
+		rel, ok := h.node.rel()
+		if ok {
+			h.tell(rel) // before CloseWrite, which may complete the dataset
+		}
 		h.node.ds.CloseWrite(rel, grew, h.created)
 	}
 	return h.fsys.toErrno(syscall.Close(h.fd))
@@ -136,10 +164,16 @@ func (h *handle) getattr(out *fuse.AttrOut) syscall.Errno {
 // setattr applies a SETATTR through the descriptor (ftruncate and friends).
 func (h *handle) setattr(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	err := attrSetter{
-		chmod:    func(m uint32) error { return syscall.Fchmod(h.fd, m) },
-		chown:    func(u, g int) error { return syscall.Fchown(h.fd, u, g) },
-		truncate: func(n int64) error { return syscall.Ftruncate(h.fd, n) },
-		utimens:  func(ts []unix.Timespec) error { return futimens(h.fd, ts) },
+		chmod: func(m uint32) error { return syscall.Fchmod(h.fd, m) },
+		chown: func(u, g int) error { return syscall.Fchown(h.fd, u, g) },
+		truncate: func(n int64) error {
+			if err := syscall.Ftruncate(h.fd, n); err != nil {
+				return err
+			}
+			h.node.truncated(n)
+			return nil
+		},
+		utimens: func(ts []unix.Timespec) error { return futimens(h.fd, ts) },
 	}.apply(in)
 	if err != nil {
 		return h.fsys.toErrno(err)
@@ -154,7 +188,13 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 	if h.node == nil || !h.node.ds.Writable() { // nil: another node's file
 		return syscall.EROFS
 	}
-	return h.fsys.toErrno(syscall.Fallocate(h.fd, mode, int64(off), int64(size)))
+	if err := syscall.Fallocate(h.fd, mode, int64(off), int64(size)); err != nil {
+		return h.fsys.toErrno(err)
+	}
+	if h.track != nil && mode&(unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_ZERO_RANGE) != 0 {
+		h.track.wrote(int64(off), int64(size)) // zeros written
+	}
+	return 0
 }
 
 // Lseek serves SEEK_DATA and SEEK_HOLE, so sparse checkpoints copy sparsely.

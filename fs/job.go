@@ -95,6 +95,8 @@ func (f *FS) hear(e cache.Event) {
 		}
 	case cache.EventAdopted:
 		f.appeared(e.Route())
+	case cache.EventRecorded:
+		f.recorded(e.Info)
 	case cache.EventRemoved:
 		f.forget(e.Route())
 	case cache.EventEntry:

@@ -35,6 +35,8 @@ type mountConfig struct {
 	timeouts time.Duration
 	// requests, when set, counts every FUSE request the kernel sends.
 	requests *requestCounter
+	// job is the job the mount asks; nil: none (a node alone).
+	job Job
 }
 
 // mountTest mounts an FS on a temp dir and unmounts it in Cleanup. FUSE
@@ -107,7 +109,7 @@ func newTestFS(t testing.TB, mc mountConfig) (*testMount, *FS) {
 		}
 	})
 	t.Cleanup(func() { tm.store.Close() })
-	return tm, New(Options{Store: tm.store, Logger: log,
+	return tm, New(Options{Store: tm.store, Logger: log, Job: mc.job,
 		EntryTimeout: mc.timeouts, AttrTimeout: mc.timeouts, NegativeTimeout: mc.timeouts})
 }
 

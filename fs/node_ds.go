@@ -23,6 +23,8 @@ type dsNode struct {
 	// root marks the directory a KindDir dataset is anchored at; its
 	// backing path is the dataset directory itself.
 	root bool
+
+	pt ptOpens // its opens' I/O modes and trackers (written.go)
 }
 
 // rel returns the node's path inside its dataset's cache directory, and
@@ -103,6 +105,10 @@ func (n *dsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		return nil, errno
 	}
 	defer e.release()
+	if n.fsys.sharedFile(n.ds, rel) {
+		// This node's copy holds only its part of the file.
+		return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, rel, out)
+	}
 	ch, errno = n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
 	switch {
 	case errno != syscall.ENOENT:
@@ -206,6 +212,9 @@ func (n *dsNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAt
 	}
 	if st.Mode&syscall.S_IFMT == syscall.S_IFREG {
 		n.ds.AddUsage(0, st.Size-before.Size)
+		if _, ok := in.GetSize(); ok {
+			n.truncated(st.Size)
+		}
 	}
 	out.FromStat(&st)
 	return 0

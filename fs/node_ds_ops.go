@@ -76,7 +76,7 @@ func (n *dsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 	if joined { // another node made it first: this copy holds what is written here, if anything
 		n.ds.Placeholder(rel)
 	}
-	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, rel, flags, mode, out)
+	return n.fsys.create(ctx, n.EmbeddedInode(), n.ds, rel, !joined, flags, mode, out)
 }
 
 // Mknod creates a special file (or a regular file without opening it).
@@ -150,7 +150,11 @@ func (n *dsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 	if errno := n.fsys.removeName(ctx, n.ds, rel, false); errno != 0 {
 		return errno
 	}
-	return n.fsys.unlink(n.ds, e)
+	if errno := n.fsys.unlink(n.ds, e); errno != 0 {
+		return errno
+	}
+	n.ds.EntryRemoved(rel)
+	return 0
 }
 
 // Rename moves an entry within its dataset; between datasets it is EXDEV.
@@ -207,18 +211,23 @@ func (n *dsNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle, fu
 	if !ok {
 		return nil, 0, syscall.ENOENT
 	}
+	passed := n.openMode(false)
 	fd, err := n.fsys.openBeneath(n.ds, rel, int(flags&^(syscall.O_APPEND|fuse.FMODE_EXEC)), 0)
 	if err != nil {
+		n.closed(passed, nil)
 		if write {
 			n.ds.CloseWrite("", 0, false)
 		}
 		return nil, 0, n.fsys.toErrno(err)
 	}
-	h, errno := n.fsys.newHandle(n, fd, write, false)
+	if flags&syscall.O_TRUNC != 0 {
+		n.truncated(0)
+	}
+	h, errno := n.fsys.newHandle(n, fd, write, false, passed)
 	if errno != 0 {
 		return nil, 0, errno
 	}
-	return h, n.fsys.openFlags(flags), 0
+	return h, h.openFlags(flags), 0
 }
 
 // mutable checks that name may be created or removed in directory n.

@@ -43,7 +43,7 @@ func (n *nsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 		return nil, nil, 0, errno
 	}
 	n.touch()
-	return n.fsys.create(ctx, n.EmbeddedInode(), d, name, flags, mode, out)
+	return n.fsys.create(ctx, n.EmbeddedInode(), d, name, true, flags, mode, out)
 }
 
 // Mknod creates a flat dataset's entry other than by open(O_CREAT).

@@ -60,6 +60,41 @@ func (f *FS) view(d *cache.Dataset) *record.View {
 	return f.ns.View(d.Name())
 }
 
+// sharedFile reports whether entry rel of dataset d is a file several
+// nodes wrote, which is read as one through the namespace even where this
+// node holds part of it.
+func (f *FS) sharedFile(d *cache.Dataset, rel string) bool {
+	v := f.view(d)
+	if v == nil {
+		return false
+	}
+	e, ok := v.Lookup(rel)
+	return ok && e.Shared()
+}
+
+// recorded drops from the node tree and the kernel's caches the files of a
+// dataset just recorded that several nodes wrote and this node holds a
+// part of: the name showed that part, the next lookup finds the file as
+// one (sharedFile).
+func (f *FS) recorded(info cache.Info) {
+	d := f.store.Get(info.Name)
+	if d == nil {
+		return
+	}
+	v := f.view(d)
+	if v == nil || v.SharedFiles() == 0 {
+		return
+	}
+	for _, e := range v.SharedEntries() {
+		for _, p := range e.Pieces {
+			if p.Local {
+				f.entryChanged(info, e.Path)
+				break
+			}
+		}
+	}
+}
+
 // remoteChild returns the node of entry rel of complete dataset d that
 // this node's cache directory lacks, as a child of parent, or ENOENT.
 func (f *FS) remoteChild(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {

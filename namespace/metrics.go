@@ -26,12 +26,12 @@ func newMetrics(reg prometheus.Registerer, n *Namespace) *metrics {
 		Namespace: "scrfs", Subsystem: "namespace", Name: "read_cache_bytes",
 		Help: "Bytes of other nodes' files kept in this node's read cache (namespace.read_cache bounds it).",
 	}, func() float64 { return float64(n.rc.bytes()) })
-	clashes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "scrfs", Subsystem: "namespace", Name: "clashed_paths",
-		Help: "Paths of the datasets shown here that several nodes wrote (each node sees its own copy, others the lowest node's).",
-	}, func() float64 { return float64(n.Clashes()) })
+	shared := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "scrfs", Subsystem: "namespace", Name: "shared_files",
+		Help: "Files of the datasets shown here that several nodes wrote (each one file, read from every writer's part).",
+	}, func() float64 { return float64(n.SharedFiles()) })
 	if reg != nil {
-		reg.MustRegister(m.received, m.opens, cacheBytes, clashes)
+		reg.MustRegister(m.received, m.opens, cacheBytes, shared)
 	}
 	return m
 }

@@ -163,14 +163,14 @@ func (n *Namespace) Drop(name string) {
 	n.rc.dropDataset(name)
 }
 
-// Clashes counts the paths of the datasets viewed here that more than
-// one member wrote.
-func (n *Namespace) Clashes() int {
+// SharedFiles counts the files of the datasets viewed here that several
+// members wrote.
+func (n *Namespace) SharedFiles() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	c := 0
 	for _, v := range n.views {
-		c += v.Clashes()
+		c += v.SharedFiles()
 	}
 	return c
 }

@@ -21,10 +21,10 @@ type readReq struct {
 	Member  string `json:"member"`
 	Path    string `json:"path"`
 	Stream  string `json:"stream"`
-	// Offset and Length pick a range of the file: Offset a multiple of
-	// blockSize, and Length too unless the range ends with the file. Both
-	// 0 ask for the whole file, which the holder may check as it sends it
-	// (the reader counts its pieces only once the call succeeded).
+	// Offset and Length pick a range of the file: blocks of it, or a piece
+	// of a file several members wrote (shared.go). Both 0 ask for the
+	// whole file, which the holder may check as it sends it (the reader
+	// counts its pieces only once the call succeeded).
 	Offset int64 `json:"offset,omitempty"`
 	Length int64 `json:"length,omitempty"`
 	// Copy asks a PARTNER of the member for the whole file from the copy
@@ -40,7 +40,7 @@ func (m readReq) Check() error {
 	if m.Member == "" || len(m.Member) > 64 || m.Stream == "" || len(m.Stream) > 128 {
 		return errors.New("bad member or stream id")
 	}
-	if m.Offset < 0 || m.Offset%blockSize != 0 || m.Length < 0 || (m.Length == 0 || m.Copy) && m.Offset != 0 || m.Copy && m.Length != 0 {
+	if m.Offset < 0 || m.Length < 0 || (m.Length == 0 || m.Copy) && m.Offset != 0 || m.Copy && m.Length != 0 {
 		return errors.New("bad range")
 	}
 	return files.CheckPath(m.Path)
@@ -57,6 +57,9 @@ type readReply struct {
 // PARTNER dataset's file comes whole from a partner's copy; otherwise the
 // fetch retries, at most MemberTimeout.
 func (n *Namespace) fetch(ctx context.Context, r *Remote, off, length int64) (from, to int64, err error) {
+	if r.e.Shared() {
+		return n.fetchPieces(ctx, r, off, length)
+	}
 	deadline := time.Now().Add(n.o.MemberTimeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

@@ -98,7 +98,11 @@ func (n *Namespace) open(dataset string, e *record.Entry) (string, *Remote, erro
 		}
 		return filepath.Join(ds.ShareDir(e.Member), filepath.FromSlash(p)), nil, nil
 	}
-	dst := n.rc.path(dataset, e.Member, p)
+	member := e.Member
+	if e.Shared() {
+		member = sharedMember
+	}
+	dst := n.rc.path(dataset, member, p)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if r := n.remotes[dst]; r != nil {

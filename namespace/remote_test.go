@@ -3,6 +3,7 @@ package namespace_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -59,7 +60,7 @@ func bigJob(t *testing.T) (*nodetest.Job, []byte, []*prometheus.Registry, []*ato
 	j.RestartAll()
 	big := bytes(5, bigSize)
 	for _, n := range j.Nodes {
-		files := map[string][]byte{"rank": {byte(n.Index)}}
+		files := map[string][]byte{fmt.Sprintf("rank.%d", n.Index): {byte(n.Index)}}
 		if n.Index == 1 {
 			files["big.bin"], files["small.bin"] = big, big[:smallSize]
 		}

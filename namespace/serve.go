@@ -83,11 +83,18 @@ func (n *Namespace) sendOwn(dir string, mem *record.Member, m readReq, w *pieceS
 	if m.Length > 0 {
 		length = m.Length
 	}
-	if length < 0 || m.Offset+length > size || (length%blockSize != 0 && m.Offset+length != size) {
+	if length < 0 || m.Offset+length > size {
 		return fmt.Errorf("%s/%s on node %d: %d bytes at %d asked for, the file has %d", m.Dataset, m.Path, n.self, length, m.Offset, size)
 	}
 	if length == 0 {
 		return nil
+	}
+	if m.Offset%blockSize != 0 || (length%blockSize != 0 && m.Offset+length != size) {
+		// A piece of a file several members wrote (shared.go): it need
+		// not start at a block whose CRC32C the check took. The file is
+		// the one checked (verify compared its inode, size and times), so
+		// the CRC32C taken now is of checked bytes.
+		return readAhead(f, m.Offset, length, true, func(_ int64, crc uint32, b []byte) error { return w.send(crc, b) })
 	}
 	return readAhead(f, m.Offset, length, false, func(at int64, _ uint32, b []byte) error {
 		return w.send(vf.blocks[at/blockSize], b)

@@ -158,8 +158,10 @@ func (n *Namespace) fetchOnce(ctx context.Context, r *Remote, req readReq, node 
 	recv := make(chan error, 1)
 	go func() {
 		// A partner's copy, and a whole file, may be checked only as the
-		// holder sends them: their pieces count once the call succeeded.
-		recv <- n.receive(ctx, r, node, req.Stream, req.Offset, want, req.Length > 0)
+		// holder sends them: their pieces count once the call succeeded;
+		// and a piece of a file several members wrote once every piece of
+		// its blocks is here (shared.go).
+		recv <- n.receive(ctx, r, node, req.Stream, req.Offset, want, req.Length > 0 && !r.e.Shared())
 	}()
 	var rep readReply
 	if err := n.net.Call(ctx, node, "read", req, &rep); err != nil {

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"cmp"
 	"path"
 	"slices"
 	"strings"
@@ -21,10 +22,28 @@ type Entry struct {
 	Holder string
 	// Local is set when this node holds the copy itself.
 	Local bool
-	// Writers counts the members that wrote this path (more than one
-	// for a regular file or symlink is a clash).
+	// Writers counts the members that wrote this path.
 	Writers int
+	// Pieces are set for a regular file several members wrote: where
+	// each of its bytes is read, in order (bytes in no piece read as
+	// zeros). Meta is then the file's as one: the largest size and
+	// latest time, the rest as the lowest node wrote it.
+	Pieces []Piece
 }
+
+// Piece is a run of the bytes of a file several members wrote, read from
+// one of them.
+type Piece struct {
+	files.Range
+	Member string
+	Node   int
+	Holder string
+	Local  bool
+}
+
+// Shared reports whether e is a regular file several members wrote,
+// read piece by piece.
+func (e *Entry) Shared() bool { return e.Pieces != nil }
 
 // View is a recorded dataset as one node sees it: the union of the
 // members' trees, answered from the record alone. It is read-only once
@@ -38,7 +57,7 @@ type View struct {
 	Record   *Record
 	entries  map[string]*Entry
 	children map[string][]string // directory → names, sorted
-	clashes  int
+	shared   int
 }
 
 // NewView builds the view of rec for the node whose identity is self.
@@ -59,22 +78,34 @@ func NewView(rec *Record, self string) *View {
 		}
 		return a.Node - b.Node
 	})
+	var copies map[string][]copyOf // regular files several members wrote
 	for _, m := range members {
-		for _, f := range m.Files {
+		for i := range m.Files {
+			f := &m.Files[i]
 			p := f.Path
 			if e := v.entries[p]; e != nil {
 				e.Writers++
-				if e.Writers == 2 && f.Type != files.Dir {
-					v.clashes++
+				if f.Type == files.Regular && e.Meta.Type == files.Regular {
+					if copies == nil {
+						copies = map[string][]copyOf{}
+					}
+					if copies[p] == nil {
+						copies[p] = []copyOf{{e.Member, e.Node, e.Holder, e.Local, &e.Meta}}
+					}
+					copies[p] = append(copies[p], copyOf{m.ID, m.Node, m.HeldBy(), m.HeldBy() == self, f})
 				}
 				continue
 			}
-			v.entries[p] = &Entry{Path: p, Meta: f, Member: m.ID, Node: m.Node, Holder: m.HeldBy(), Local: m.HeldBy() == self, Writers: 1}
+			v.entries[p] = &Entry{Path: p, Meta: *f, Member: m.ID, Node: m.Node, Holder: m.HeldBy(), Local: m.HeldBy() == self, Writers: 1}
 			if p != "." {
 				dir := path.Dir(p)
 				v.children[dir] = append(v.children[dir], path.Base(p))
 			}
 		}
+	}
+	for p, cs := range copies {
+		v.entries[p].join(cs)
+		v.shared++
 	}
 	if v.entries["."] == nil {
 		v.entries["."] = &Entry{Path: ".", Meta: files.Meta{Path: ".", Type: files.Dir, Mode: 0o755}, Writers: 0}
@@ -102,9 +133,41 @@ func (v *View) ReadDir(p string) []*Entry {
 	return out
 }
 
-// Clashes counts the paths (files and symlinks) more than one member
-// wrote.
-func (v *View) Clashes() int { return v.clashes }
+// SharedFiles counts the regular files several members wrote.
+func (v *View) SharedFiles() int { return v.shared }
+
+// FlushedBy returns the member that writes shared file e to the prefix as
+// one file: the one whose pieces hold most of its bytes (the lowest node
+// on a tie), so that most of what it writes is its own. Every node agrees,
+// from the record alone, when the view was built for no node in
+// particular (NewView(rec, "")).
+func (v *View) FlushedBy(e *Entry) string {
+	held := map[string]int64{}
+	node := map[string]int{}
+	for _, p := range e.Pieces {
+		held[p.Member] += p.Len
+		node[p.Member] = p.Node
+	}
+	best := e.Member // the lowest node's, which holds nothing if it wrote an empty copy
+	for m, n := range held {
+		if b := held[best]; n > b || n == b && node[m] < node[best] {
+			best = m
+		}
+	}
+	return best
+}
+
+// SharedEntries returns the regular files several members wrote, by path.
+func (v *View) SharedEntries() []*Entry {
+	var out []*Entry
+	for _, e := range v.entries {
+		if e.Shared() {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Entry) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
 
 // Files returns how many regular files the view shows and their bytes.
 func (v *View) Files() (count, bytes int64) {
@@ -119,6 +182,58 @@ func (v *View) Files() (count, bytes int64) {
 
 // Len is the number of entries, the root included.
 func (v *View) Len() int { return len(v.entries) }
+
+// copyOf is one member's copy of a regular file several members wrote.
+type copyOf struct {
+	member string
+	node   int
+	holder string
+	local  bool
+	meta   *files.Meta
+}
+
+// join makes e the file its members' copies are together: each byte is
+// read from a copy that holds it, one that lists it byte by byte (Partial)
+// before one that holds the file whole, since completion let a whole copy
+// differ from a partial one only by zeros it may never have written
+// (package completion, shared.go); among those alike this node's own,
+// then the lowest node's. Its metadata is the lowest node's, with the
+// largest size and latest time.
+func (e *Entry) join(cs []copyOf) {
+	byNode := slices.Clone(cs)
+	slices.SortFunc(byNode, func(a, b copyOf) int { return a.node - b.node })
+	meta := *byNode[0].meta
+	meta.Partial, meta.Ranges, meta.HasCRC, meta.CRC32C = false, nil, false, 0
+	for _, c := range cs {
+		meta.Size, meta.MtimeNs = max(meta.Size, c.meta.Size), max(meta.MtimeNs, c.meta.MtimeNs)
+	}
+	slices.SortStableFunc(cs, func(a, b copyOf) int {
+		switch {
+		case a.meta.Partial != b.meta.Partial && a.meta.Partial:
+			return -1
+		case a.meta.Partial != b.meta.Partial:
+			return 1
+		case a.local != b.local && a.local:
+			return -1
+		case a.local != b.local:
+			return 1
+		}
+		return a.node - b.node
+	})
+	var covered files.Ranges
+	pieces := []Piece{}
+	for _, c := range cs {
+		for _, r := range c.meta.Held() {
+			for _, free := range covered.Missing(r) {
+				pieces = append(pieces, Piece{Range: free, Member: c.member, Node: c.node, Holder: c.holder, Local: c.local})
+			}
+			covered.Add(r.Off, r.Len)
+		}
+	}
+	slices.SortFunc(pieces, func(a, b Piece) int { return cmp.Compare(a.Off, b.Off) })
+	*e = Entry{Path: e.Path, Meta: meta, Member: byNode[0].member, Node: byNode[0].node, Holder: byNode[0].holder,
+		Writers: e.Writers, Pieces: pieces}
+}
 
 func clean(p string) string {
 	p = strings.TrimPrefix(path.Clean("/"+p), "/")
