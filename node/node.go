@@ -146,9 +146,14 @@ func New(o Options) (*Node, error) {
 	}); err != nil {
 		return closeAll(err, n.Protect)
 	}
+	if n.Namespace, err = namespace.New(namespace.Options{Mux: o.Mux, Store: o.Store,
+		ReadCache: o.ReadCache, FetchWhole: o.FetchWhole, MemberTimeout: o.MemberTimeout,
+		Roster: roster, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
+		return closeAll(err, n.Complete, n.Protect)
+	}
 	if n.Flusher, err = transfer.New(transfer.Options{
 		Mux: o.Mux, Store: o.Store, Nodes: cl.Size(),
-		Prefix: o.Prefix, Every: o.Every, Fetch: o.Fetch,
+		Prefix: o.Prefix, Every: o.Every, Fetch: o.Fetch, Assembler: n.Namespace,
 		Streams: o.Streams, CRC: o.CRC, Async: o.Async, Bandwidth: o.Bandwidth,
 		ControlDir: o.Store.ControlDir(), Started: o.Started,
 		SettleWait:     2*o.Timeout + o.ConnectTimeout,
@@ -158,12 +163,7 @@ func New(o Options) (*Node, error) {
 		Logger:         o.Logger,
 		Registerer:     o.Registerer,
 	}); err != nil {
-		return closeAll(err, n.Complete, n.Protect)
-	}
-	if n.Namespace, err = namespace.New(namespace.Options{Mux: o.Mux, Store: o.Store,
-		ReadCache: o.ReadCache, FetchWhole: o.FetchWhole, MemberTimeout: o.MemberTimeout,
-		Roster: roster, Logger: o.Logger, Registerer: o.Registerer}); err != nil {
-		return closeAll(err, n.Flusher, n.Complete, n.Protect)
+		return closeAll(err, n.Namespace, n.Complete, n.Protect)
 	}
 	n.Names = names.New(names.Options{Mux: o.Mux, Store: o.Store, Nodes: cl.Size(),
 		Incarnation: o.Incarnation, MemberTimeout: o.MemberTimeout, Logger: o.Logger})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ type Options struct {
 	Every int
 	// Fetch enables fetching the newest checkpoint at start.
 	Fetch bool
+	// Assembler puts a file several nodes wrote together, for a flush
+	// that writes it to the prefix as one file (*namespace.Namespace).
+	Assembler Assembler
 	// Streams, CRC: prefix.Options'. Bandwidth limits background flushes
 	// (bytes/s, 0 = unlimited) when Async.
 	Streams   int
@@ -91,6 +95,12 @@ type Options struct {
 	RoundCheck time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+}
+
+// Assembler puts file p of dataset, a file several members wrote,
+// together in dst from every writer's part.
+type Assembler interface {
+	Assemble(ctx context.Context, dataset, p string, dst *os.File) error
 }
 
 // Flusher is a node's flush and fetch machinery. Create it with New before

@@ -3,6 +3,7 @@ package transfer
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -231,10 +232,11 @@ func (f *Flusher) flushPart(j *flushJob) (partReply, error) {
 		f.met.rate.WithLabelValues("flush").Set(rate)
 		f.setFlush(j.dataset, cache.FlushStatus{State: cache.FlushRunning, Done: done, Total: total, Started: start})
 	}
-	shares, err := f.shares(ds)
+	shares, err := f.shares(j.ctx, ds)
 	if err != nil {
 		return partReply{}, err
 	}
+	defer os.RemoveAll(assembledDir(ds))
 	var entries []prefix.Entry
 	for _, sh := range shares {
 		es, err := f.prefix.Flush(j.ctx, j.dataset, sh.dir, f.self, sh.list, o)
@@ -276,7 +278,11 @@ type share struct {
 // again). A dataset without a record yet — a flush asked for as it
 // completed, before the job agreed the record — is its directory alone,
 // listed now.
-func (f *Flusher) shares(ds *cache.Dataset) ([]share, error) {
+//
+// A file several members wrote is flushed as one file by one node (see
+// shared.go): the others leave it out, and that node flushes it from a
+// copy put together for the flush.
+func (f *Flusher) shares(ctx context.Context, ds *cache.Dataset) ([]share, error) {
 	rec, err := record.Load(ds.Dir())
 	if err != nil {
 		list, err := files.Scan(ds.Dir())
@@ -285,12 +291,20 @@ func (f *Flusher) shares(ds *cache.Dataset) ([]share, error) {
 		}
 		return []share{{dir: ds.Dir(), list: list}}, nil
 	}
+	shared := sharedFiles(rec)
 	var out []share
 	for _, m := range rec.Held(f.o.Store.NodeID()) {
 		dir := ds.ShareDir(m.ID)
 		if !slices.ContainsFunc(out, func(s share) bool { return s.dir == dir }) {
-			out = append(out, share{dir: dir, list: m.Files})
+			out = append(out, share{dir: dir, list: withoutShared(m.Files, shared)})
 		}
+	}
+	if as := shared.flushedBy(rec.Held(f.o.Store.NodeID())); len(as) > 0 {
+		dir, err := f.assemble(ctx, ds, as)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, share{dir: dir, list: as})
 	}
 	return out, nil
 }
