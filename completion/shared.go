@@ -135,17 +135,12 @@ func (c *Completer) compareRange(ctx context.Context, dataset, p string, a, b wr
 		if d := disagree(ba, bb, a.meta.Partial, b.meta.Partial); d != nil {
 			clash := files.Range{Off: off + d.first, Len: d.last + 1 - d.first}
 			why := fmt.Sprintf("%s: nodes %d and %d wrote %v differently (their ranges overlap over %v)", p, a.node, b.node, clash, r)
-			if a.meta.Partial && b.meta.Partial {
-				// Both wrote those bytes through the daemon. An MPI-IO
-				// program's independent writes do so under ROMIO's data
-				// sieving, which reads a block, patches its part in and
-				// writes the whole block back: on this node's copy, what
-				// it read back where other nodes wrote was not their
-				// bytes.
-				why += "; if an MPI-IO program wrote it, set the MPI-IO hint romio_ds_write to disable " +
-					"(ROMIO's data sieving writes back whole blocks, over bytes other nodes wrote)"
-			}
-			return why
+			// An MPI-IO program's independent writes go through ROMIO's
+			// data sieving, which reads a block, patches its part in and
+			// writes the whole block back: what it reads back of this
+			// node's copy where other nodes wrote is not their bytes.
+			return why + "; if an MPI-IO program wrote it, set the MPI-IO hint romio_ds_write to disable " +
+				"(ROMIO's data sieving writes back whole blocks, over bytes other nodes wrote)"
 		}
 	}
 	return ""

@@ -73,9 +73,9 @@ func (f *FS) sharedFile(d *cache.Dataset, rel string) bool {
 }
 
 // recorded drops from the node tree and the kernel's caches the files of a
-// dataset just recorded that several nodes wrote and this node holds a
-// part of: the name showed that part, the next lookup finds the file as
-// one (sharedFile).
+// dataset just recorded that several nodes wrote: where this node wrote a
+// part, the name showed that part; the next lookup finds the file as one
+// (sharedFile).
 func (f *FS) recorded(info cache.Info) {
 	d := f.store.Get(info.Name)
 	if d == nil {
@@ -86,12 +86,7 @@ func (f *FS) recorded(info cache.Info) {
 		return
 	}
 	for _, e := range v.SharedEntries() {
-		for _, p := range e.Pieces {
-			if p.Local {
-				f.entryChanged(info, e.Path)
-				break
-			}
-		}
+		f.entryChanged(info, e.Path) // a name this node never showed costs nothing
 	}
 }
 

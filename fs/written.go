@@ -26,10 +26,11 @@ import (
 // through, go-fuse passes every new open through too, whatever the handle
 // asks. ptOpens counts those opens so the handle knows. go-fuse drops the
 // inode's passthrough only after Release returns, so an open that comes
-// within backingGrace of the last passed-through release is passed
-// through too; and a handle served through the daemon that saw no write
-// while its file changed says so at release (bypassed): the file then
-// counts as written whole.
+// within backingGrace of the last passed-through release waits that long
+// (ROMIO's rank 0 makes the file, closes it, and opens it again at once);
+// and a handle served through the daemon that saw no write while its
+// file changed says so at release (bypassed): the file then counts as
+// written whole.
 
 // ptOpens counts a dataset file's open handles passed through to the
 // kernel, and holds the trackers of those that are not.
@@ -40,10 +41,10 @@ type ptOpens struct {
 	live     map[*tracker]bool
 }
 
-// backingGrace is how long after a passed-through open's release the
-// file's next open is passed through too: far longer than go-fuse takes
-// to drop the inode's passthrough once Release returned.
-const backingGrace = 100 * time.Millisecond
+// backingGrace is how long after a passed-through open's release an open
+// of the file served through the daemon waits: far longer than go-fuse
+// takes to drop the inode's passthrough once Release returned.
+const backingGrace = 20 * time.Millisecond
 
 // stamp is what a file's attributes say of whether it changed.
 type stamp struct {
@@ -92,11 +93,19 @@ func (n *dsNode) openMode(fresh bool) (passed bool) {
 	}
 	n.pt.mu.Lock()
 	defer n.pt.mu.Unlock()
-	passed = fresh || !f.namesShared(n.ds) || n.pt.passed > 0 || time.Since(n.pt.closedAt) < backingGrace
-	if passed {
-		n.pt.passed++
+	if !fresh && f.namesShared(n.ds) {
+		for n.pt.passed == 0 {
+			wait := backingGrace - time.Since(n.pt.closedAt)
+			if wait <= 0 {
+				return false
+			}
+			n.pt.mu.Unlock()
+			time.Sleep(wait)
+			n.pt.mu.Lock()
+		}
 	}
-	return passed
+	n.pt.passed++
+	return true
 }
 
 // tracking returns a new tracker of writes to n, which closed drops.

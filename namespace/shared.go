@@ -41,11 +41,7 @@ func (n *Namespace) fetchPieces(ctx context.Context, r *Remote, off, length int6
 		if len(part) == 0 {
 			continue
 		}
-		if p.Local {
-			err = n.copyOwn(r, p, part[0])
-		} else {
-			err = n.fetchPiece(ctx, r, p, part[0])
-		}
+		err = n.fetchPiece(ctx, r, p, part[0])
 		if err != nil {
 			return 0, 0, err
 		}
@@ -53,14 +49,14 @@ func (n *Namespace) fetchPieces(ctx context.Context, r *Remote, off, length int6
 	return want.Off, want.End(), nil
 }
 
-// copyOwn copies the bytes in of piece p, which this node holds, into r's
-// copy.
-func (n *Namespace) copyOwn(r *Remote, p record.Piece, in files.Range) error {
+// copyOwn copies the bytes in of a file of source s, which this node
+// holds, into r's copy.
+func (n *Namespace) copyOwn(r *Remote, s record.Source, in files.Range) error {
 	ds := n.o.Store.Get(r.dataset)
 	if ds == nil {
 		return fmt.Errorf("%s left this node's cache: %w", r.dataset, os.ErrNotExist)
 	}
-	src, err := os.Open(filepath.Join(ds.ShareDir(p.Member), filepath.FromSlash(r.p)))
+	src, err := os.Open(filepath.Join(ds.ShareDir(s.Member), filepath.FromSlash(r.p)))
 	if err != nil {
 		return err
 	}
@@ -72,26 +68,42 @@ func (n *Namespace) copyOwn(r *Remote, p record.Piece, in files.Range) error {
 }
 
 // fetchPiece asks the holder of piece p for the bytes in of it, into r's
-// copy, retrying while the holder is unreachable or does not hold the
-// share (it may be restarting, or being rebuilt), at most MemberTimeout.
+// copy: its source's, or while that one is unreachable or does not hold
+// the share (it may be restarting, or being rebuilt) one of its
+// alternatives' (members that wrote the same bytes); it retries at most
+// MemberTimeout. One of them on this node serves it at once.
 func (n *Namespace) fetchPiece(ctx context.Context, r *Remote, p record.Piece, in files.Range) error {
+	sources := append([]record.Source{p.Source}, p.Alts...)
+	for _, s := range sources {
+		if s.Local {
+			return n.copyOwn(r, s, in)
+		}
+	}
 	deadline := time.Now().Add(n.o.MemberTimeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	req := readReq{Dataset: r.dataset, Member: p.Member, Path: r.p, Offset: in.Off, Length: in.Len}
 	b := sleep.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for {
-		node := n.holder(&record.Entry{Node: p.Node, Holder: p.Holder}) // a stock-taking may move it meanwhile
-		err := n.fetchOnce(ctx, r, req, node)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, ErrNotHeld) && jobnet.IsRemote(err) {
-			return err
+		var err error
+		for _, s := range sources {
+			node := n.holder(&record.Entry{Node: s.Node, Holder: s.Holder}) // a stock-taking may move it meanwhile
+			if len(sources) > 1 && !n.up(ctx, node) {
+				// A call to a node that is down waits for its link:
+				// another source may answer meanwhile.
+				err = fmt.Errorf("node %d unreachable", node)
+				continue
+			}
+			req := readReq{Dataset: r.dataset, Member: s.Member, Path: r.p, Offset: in.Off, Length: in.Len}
+			if err = n.fetchOnce(ctx, r, req, node); err == nil {
+				return nil
+			}
+			if !errors.Is(err, ErrNotHeld) && jobnet.IsRemote(err) {
+				return err
+			}
 		}
 		if pause := b.Next(); time.Now().Add(pause).After(deadline) || sleep.For(ctx, pause) != nil {
-			return fmt.Errorf("%s/%s: %v is held by node %d, which did not serve it within %v (restart.member_timeout): %w",
-				r.dataset, r.p, in, node, n.o.MemberTimeout, err)
+			return fmt.Errorf("%s/%s: %v is held by node %d (and %d others that wrote it alike), none of which served it within %v (restart.member_timeout): %w",
+				r.dataset, r.p, in, n.holder(&record.Entry{Node: p.Node, Holder: p.Holder}), len(p.Alts), n.o.MemberTimeout, err)
 		}
 	}
 }

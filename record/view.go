@@ -35,6 +35,16 @@ type Entry struct {
 // one of them.
 type Piece struct {
 	files.Range
+	Source
+	// Alts hold the same bytes: the other members that wrote all of the
+	// piece as its source did (byte by byte, or whole), whose bytes
+	// completion found equal there. A reader turns to them while the
+	// source's holder is away.
+	Alts []Source
+}
+
+// Source is a member's copy of a file, and the node that holds it.
+type Source struct {
 	Member string
 	Node   int
 	Holder string
@@ -90,9 +100,9 @@ func NewView(rec *Record, self string) *View {
 						copies = map[string][]copyOf{}
 					}
 					if copies[p] == nil {
-						copies[p] = []copyOf{{e.Member, e.Node, e.Holder, e.Local, &e.Meta}}
+						copies[p] = []copyOf{{Source{e.Member, e.Node, e.Holder, e.Local}, &e.Meta}}
 					}
-					copies[p] = append(copies[p], copyOf{m.ID, m.Node, m.HeldBy(), m.HeldBy() == self, f})
+					copies[p] = append(copies[p], copyOf{Source{m.ID, m.Node, m.HeldBy(), m.HeldBy() == self}, f})
 				}
 				continue
 			}
@@ -185,11 +195,18 @@ func (v *View) Len() int { return len(v.entries) }
 
 // copyOf is one member's copy of a regular file several members wrote.
 type copyOf struct {
-	member string
-	node   int
-	holder string
-	local  bool
-	meta   *files.Meta
+	Source
+	meta *files.Meta
+}
+
+// covers reports whether c wrote all of r.
+func (c copyOf) covers(r files.Range) bool {
+	for _, h := range c.meta.Held() {
+		if h.Off <= r.Off && r.End() <= h.End() {
+			return true
+		}
+	}
+	return false
 }
 
 // join makes e the file its members' copies are together: each byte is
@@ -201,7 +218,7 @@ type copyOf struct {
 // largest size and latest time.
 func (e *Entry) join(cs []copyOf) {
 	byNode := slices.Clone(cs)
-	slices.SortFunc(byNode, func(a, b copyOf) int { return a.node - b.node })
+	slices.SortFunc(byNode, func(a, b copyOf) int { return a.Node - b.Node })
 	meta := *byNode[0].meta
 	meta.Partial, meta.Ranges, meta.HasCRC, meta.CRC32C = false, nil, false, 0
 	for _, c := range cs {
@@ -213,25 +230,31 @@ func (e *Entry) join(cs []copyOf) {
 			return -1
 		case a.meta.Partial != b.meta.Partial:
 			return 1
-		case a.local != b.local && a.local:
+		case a.Local != b.Local && a.Local:
 			return -1
-		case a.local != b.local:
+		case a.Local != b.Local:
 			return 1
 		}
-		return a.node - b.node
+		return a.Node - b.Node
 	})
 	var covered files.Ranges
 	pieces := []Piece{}
 	for _, c := range cs {
 		for _, r := range c.meta.Held() {
 			for _, free := range covered.Missing(r) {
-				pieces = append(pieces, Piece{Range: free, Member: c.member, Node: c.node, Holder: c.holder, Local: c.local})
+				p := Piece{Range: free, Source: c.Source}
+				for _, o := range cs {
+					if o.Member != c.Member && o.meta.Partial == c.meta.Partial && o.covers(free) {
+						p.Alts = append(p.Alts, o.Source)
+					}
+				}
+				pieces = append(pieces, p)
 			}
 			covered.Add(r.Off, r.Len)
 		}
 	}
 	slices.SortFunc(pieces, func(a, b Piece) int { return cmp.Compare(a.Off, b.Off) })
-	*e = Entry{Path: e.Path, Meta: meta, Member: byNode[0].member, Node: byNode[0].node, Holder: byNode[0].holder,
+	*e = Entry{Path: e.Path, Meta: meta, Member: byNode[0].Member, Node: byNode[0].Node, Holder: byNode[0].Holder,
 		Writers: e.Writers, Pieces: pieces}
 }
 
