@@ -45,7 +45,18 @@ type chaosDataset struct {
 type chaosFile struct {
 	path string // inside the dataset
 	data []byte
+	// shared: data is this node's part, at off, of a file every node
+	// writes a part of (MPI-IO's one shared file).
+	shared bool
+	off    int64
 }
+
+// sharedName is the file every node writes a part of in every checkpoint,
+// and sharedSlot how far apart the nodes' parts start.
+const (
+	sharedName = "shared.bin"
+	sharedSlot = 256 << 10
+)
 
 // begin names the next checkpoint.
 func (ch *chaos) begin() *chaosDataset {
@@ -57,10 +68,12 @@ func (ch *chaos) begin() *chaosDataset {
 
 // plan generates every node's files of ds: 0 to 3 each, mostly small,
 // now and then a few MiB (so an encode, flush or rebuild lasts long enough
-// to be hit), some in a subdirectory.
+// to be hit), some in a subdirectory; and each node's part of sharedName.
 func (ch *chaos) plan(ds *chaosDataset) [][]chaosFile {
 	out := make([][]chaosFile, len(ch.c.Nodes))
 	for i := range out {
+		out[i] = append(out[i], chaosFile{path: sharedName, data: ch.random(1 + ch.rng.IntN(sharedSlot-1)),
+			shared: true, off: int64(i) * sharedSlot})
 		for j := range ch.rng.IntN(4) {
 			var size int
 			switch r := ch.rng.IntN(100); {
@@ -75,18 +88,41 @@ func (ch *chaos) plan(ds *chaosDataset) [][]chaosFile {
 			if ch.rng.IntN(3) == 0 {
 				dir = filepath.Join(dir, "sub")
 			}
-			data := make([]byte, size)
-			r := rand.New(rand.NewPCG(ch.rng.Uint64(), ch.rng.Uint64()))
-			for k := 0; k < size; k += 8 {
-				v := r.Uint64()
-				for b := 0; b < 8 && k+b < size; b++ {
-					data[k+b] = byte(v >> (8 * b))
-				}
-			}
-			out[i] = append(out[i], chaosFile{path: filepath.Join(dir, fmt.Sprintf("f%d.bin", j)), data: data})
+			out[i] = append(out[i], chaosFile{path: filepath.Join(dir, fmt.Sprintf("f%d.bin", j)), data: ch.random(size)})
 		}
 	}
 	return out
+}
+
+// random returns size bytes drawn from the test's PRNG.
+func (ch *chaos) random(size int) []byte {
+	data := make([]byte, size)
+	r := rand.New(rand.NewPCG(ch.rng.Uint64(), ch.rng.Uint64()))
+	for k := 0; k < size; k += 8 {
+		v := r.Uint64()
+		for b := 0; b < 8 && k+b < size; b++ {
+			data[k+b] = byte(v >> (8 * b))
+		}
+	}
+	return data
+}
+
+// writeFile writes f at p as its node does: a file of its own whole, a
+// part of the shared file at its offset (created by whichever node comes
+// first, opened by the others).
+func writeFile(p string, f chaosFile) error {
+	if !f.shared {
+		return os.WriteFile(p, f.data, 0o644)
+	}
+	fd, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = fd.WriteAt(f.data, f.off)
+	if cerr := fd.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // writeResult is one node's writes of a dataset.
@@ -118,7 +154,7 @@ func (ch *chaos) startWrites(ds *chaosDataset, files [][]chaosFile, begun *atomi
 					res.err = err
 					return
 				}
-				if err := os.WriteFile(p, f.data, 0o644); err != nil {
+				if err := writeFile(p, f); err != nil {
 					res.err = err
 					return
 				}
@@ -133,18 +169,29 @@ func (ch *chaos) startWrites(ds *chaosDataset, files [][]chaosFile, begun *atomi
 // written whole to the dataset's expected files.
 func (ch *chaos) collect(ds *chaosDataset, done <-chan writeResult, nodes int) []writeResult {
 	var out []writeResult
+	var shared []byte // the parts of sharedName written, where each was
 	timeout := time.After(chaosOp)
 	for range nodes {
 		select {
 		case r := <-done:
 			out = append(out, r)
 			for _, f := range r.wrote {
+				if f.shared {
+					end := int(f.off) + len(f.data)
+					shared = append(shared, make([]byte, max(0, end-len(shared)))...)
+					copy(shared[f.off:], f.data)
+					continue
+				}
 				sum := sha256.Sum256(f.data)
 				ds.files[f.path] = hex.EncodeToString(sum[:])
 			}
 		case <-timeout:
 			ch.t.Fatalf("HANG: writes of %s through the mounts not done within %v", ds.name, chaosOp)
 		}
+	}
+	if shared != nil {
+		sum := sha256.Sum256(shared)
+		ds.files[sharedName] = hex.EncodeToString(sum[:])
 	}
 	return out
 }
