@@ -39,6 +39,8 @@ import (
 //	Entry      an entry of a writing dataset was removed or     fs (the kernel drops the name)
 //	           renamed here because the application did so
 //	           on another node (RemoveEntry, RenameEntry)
+//	Pointer    a pointer file at the mount root changed (Path;  fs (the kernel drops the name and
+//	           ChangePointers, RestorePointers); Info is zero  what it read of it)
 //
 // The store calls its listeners on the goroutine that made the change,
 // after the change is persisted (or kept in memory while the store is
@@ -65,12 +67,13 @@ const (
 	EventFetched
 	EventRemoved
 	EventEntry
+	EventPointer
 )
 
 var eventNames = [...]string{
 	EventStarted: "started", EventRenamed: "renamed", EventRuleFired: "rule fired", EventCompleted: "completed",
 	EventRecorded: "recorded", EventRevised: "revised", EventSettled: "settled", EventAdopted: "adopted",
-	EventFetched: "fetched", EventRemoved: "removed", EventEntry: "entry",
+	EventFetched: "fetched", EventRemoved: "removed", EventEntry: "entry", EventPointer: "pointer",
 }
 
 // String returns the event's name.
@@ -90,7 +93,8 @@ type Event struct {
 	From string
 	// Reason is why a RuleFired rule fired.
 	Reason string
-	// Path is the entry inside the dataset an Entry event is about.
+	// Path is the entry inside the dataset an Entry event is about, or
+	// the name of a Pointer event's pointer file.
 	Path string
 	// ByJob marks a Started or Renamed dataset that the job changed on
 	// another node's behalf, not the application through this mount.

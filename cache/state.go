@@ -109,6 +109,8 @@ var errnos = []struct {
 	{ErrClosed, syscall.EIO},
 	{ErrLocked, syscall.EBUSY},
 	{ErrControlFull, syscall.ENOSPC},
+	{ErrPointerTooLarge, syscall.EFBIG},
+	{ErrTooManyPointers, syscall.ENOSPC},
 }
 
 // Errno returns the errno that err stands for when it is (or wraps) one of

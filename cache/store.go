@@ -19,6 +19,7 @@ import (
 type Rules struct {
 	Next    bool          // a newer dataset starting completes older writing ones
 	Rename  bool          // renaming a dataset completes it under its new name
+	Pointer bool          // a pointer file changing completes the writing datasets (node 0 hears it)
 	Markers []string      // a file of this name at the dataset's top, once closed
 	Idle    time.Duration // no file open for writing for this long; 0 = off
 }
@@ -64,6 +65,7 @@ type Store struct {
 	nextID   uint64
 	nodeID   string            // this cache's identity, made once and kept in the state
 	ns       map[string]uint32 // namespace directories (mount-relative path → mode)
+	pointers pointers          // the files at the mount root (pointers.go)
 	closed   bool
 
 	restore restoring // datasets being restored: lookups wait for them
@@ -107,6 +109,7 @@ func Open(opts Options) (*Store, error) {
 		idle:     opts.Rules.Idle,
 		datasets: make(map[string]*Dataset),
 		ns:       make(map[string]uint32),
+		pointers: pointers{},
 		nextID:   1,
 		writable: make(chan struct{}, 1),
 		probe:    make(chan struct{}, 1),

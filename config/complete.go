@@ -24,6 +24,10 @@ const (
 	// RuleIdle: complete after Idle with no writes and no open files.
 	// Written "idle:DURATION".
 	RuleIdle
+	// RulePointer: complete the datasets being written when a pointer file
+	// at the mount root changes (DeepSpeed's latest, Megatron's tracker
+	// file, written once a save is done). Written "pointer".
+	RulePointer
 )
 
 // String returns the rule kind as written in a file.
@@ -37,6 +41,8 @@ func (k RuleKind) String() string {
 		return "rename"
 	case RuleIdle:
 		return "idle"
+	case RulePointer:
+		return "pointer"
 	}
 	return fmt.Sprintf("RuleKind(%d)", int(k))
 }
@@ -62,10 +68,10 @@ func (r CompleteRule) String() string {
 }
 
 // ruleSyntax lists what datasets.complete accepts, for error messages.
-const ruleSyntax = `allowed: "next", "rename", "marker:NAME", "idle:DURATION"`
+const ruleSyntax = `allowed: "next", "rename", "pointer", "marker:NAME", "idle:DURATION"`
 
 // ParseCompleteRule parses one entry of datasets.complete: "next", "rename",
-// "marker:NAME" (NAME a file name: not empty, no "/", not "." or "..", no
+// "pointer", "marker:NAME" (NAME a file name: not empty, no "/", not "." or "..", no
 // surrounding spaces) or "idle:DURATION" (a positive Go duration).
 func ParseCompleteRule(s string) (CompleteRule, error) {
 	kind, arg, hasArg := strings.Cut(s, ":")
@@ -74,6 +80,8 @@ func ParseCompleteRule(s string) (CompleteRule, error) {
 		return CompleteRule{Kind: RuleNext}, nil
 	case kind == "rename" && !hasArg:
 		return CompleteRule{Kind: RuleRename}, nil
+	case kind == "pointer" && !hasArg:
+		return CompleteRule{Kind: RulePointer}, nil
 	case kind == "marker" && hasArg:
 		if arg == "" || arg == "." || arg == ".." || strings.ContainsAny(arg, "/\x00") || strings.TrimSpace(arg) != arg {
 			return CompleteRule{}, fmt.Errorf("rule %q: the marker must be a file name (not empty, no \"/\", no surrounding spaces)", s)
@@ -90,7 +98,8 @@ func ParseCompleteRule(s string) (CompleteRule, error) {
 }
 
 // parseCompleteRules parses a whole datasets.complete list and rejects
-// duplicates: the same marker twice, or next, rename or idle more than once
+// duplicates: the same marker twice, or next, rename, pointer or idle more
+// than once
 // (two idle rules with different durations cannot both be meant).
 func parseCompleteRules(list []string) ([]CompleteRule, error) {
 	rules := make([]CompleteRule, 0, len(list))

@@ -264,6 +264,8 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 			r.Next = true
 		case config.RuleRename:
 			r.Rename = true
+		case config.RulePointer:
+			r.Pointer = true
 		case config.RuleMarker:
 			r.Markers = append(r.Markers, rule.Marker)
 		case config.RuleIdle:

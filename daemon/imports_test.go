@@ -31,7 +31,7 @@ var layers = [][]string{
 	// A completed dataset's record; the erasure codes.
 	{"record", "schemes"},
 	// The mount's node tree and the coordination protocols.
-	{"fs", "completion", "redundancy", "transfer", "namespace", "names"},
+	{"fs", "completion", "redundancy", "transfer", "namespace", "names", "pointers"},
 	// The node builder.
 	{"node"},
 	// What runs nodes: the daemon, the in-process job harness.

@@ -67,9 +67,9 @@ func newObserved(t *testing.T) *observed {
 	}
 	o.c.WaitFlush(30*time.Second, "ckpt.1", "flushed")
 	copy(o.flushed, o.written)
-	// A file outside any dataset: EPERM, counted by errno.
-	if err := os.WriteFile(o.c.Nodes[0].Path("stray"), nil, 0o644); err == nil {
-		t.Fatal("a file outside any dataset was accepted")
+	// A pointer file at the root past 1 MiB: EFBIG, counted by errno.
+	if err := os.WriteFile(o.c.Nodes[0].Path("stray"), make([]byte, 1<<20+1), 0o644); err == nil {
+		t.Fatal("a pointer file past 1 MiB was accepted")
 	}
 	o.intrude(t)
 	for i, n := range o.c.Nodes {
@@ -337,10 +337,11 @@ func (o *observed) checkSeries(t *testing.T, p *promServer) {
 			t.Errorf("newest flush timestamp on %s = %v, not within the test (%v)", s.Metric["instance"], v, o.start)
 		}
 	}
-	// The refused stray file, by operation and errno, on node 0 only.
-	errs := p.mustQuery(t, `scrfs_fuse_errors_total{errno="EPERM"}`)
-	if len(errs) != 1 || errs[0].Metric["instance"] != inst(0) || errs[0].Metric["op"] != "create" || errs[0].float(t) != 1 {
-		t.Errorf("EPERM errors: %+v", errs)
+	// The refused write of the stray file, by operation and errno, on
+	// node 0 only.
+	errs := p.mustQuery(t, `scrfs_fuse_errors_total{errno="EFBIG"}`)
+	if len(errs) != 1 || errs[0].Metric["instance"] != inst(0) || errs[0].Metric["op"] != "write" || errs[0].float(t) < 1 {
+		t.Errorf("EFBIG errors: %+v", errs)
 	}
 }
 

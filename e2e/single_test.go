@@ -89,12 +89,13 @@ func TestLargeFile(t *testing.T) {
 }
 
 func TestFileOutsideDatasetRefused(t *testing.T) {
-	n := NewNode(t).Start()
-	err := os.WriteFile(n.Path("stray.txt"), []byte("x"), 0o644)
+	n := NewNode(t, "SCRFS_DATASETS_MATCH=^ckpt/(?P<dataset>[^/]+)/").Start()
+	must(t, os.Mkdir(n.Path("ckpt"), 0o755))
+	err := os.WriteFile(n.Path("ckpt", "stray.txt"), []byte("x"), 0o644)
 	if !errors.Is(err, syscall.EPERM) {
-		t.Fatalf("file at the mount root: %v, want EPERM", err)
+		t.Fatalf("file in a directory that is no dataset: %v, want EPERM", err)
 	}
-	n.WaitLog(10*time.Second, "refused a file outside any dataset", "/stray.txt")
+	n.WaitLog(10*time.Second, "refused a file outside any dataset", "/ckpt/stray.txt")
 }
 
 // TestCompletionRules exercises each rule through a real mount.

@@ -101,10 +101,13 @@ func TestRoundTripAndCacheLayout(t *testing.T) {
 }
 
 func TestFileOutsideDatasetIsEPERM(t *testing.T) {
-	tm := mountTest(t, mountConfig{})
-	err := os.WriteFile(filepath.Join(tm.dir, "stray.bin"), []byte("x"), 0o600)
+	tm := mountTest(t, mountConfig{match: `^ckpt/(?P<dataset>[^/]+)/`})
+	if err := os.Mkdir(filepath.Join(tm.dir, "ckpt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := os.WriteFile(filepath.Join(tm.dir, "ckpt", "stray.bin"), []byte("x"), 0o600)
 	if !errors.Is(err, syscall.EPERM) {
-		t.Fatalf("file at mount root: %v, want EPERM", err)
+		t.Fatalf("file in a directory that is not a dataset: %v, want EPERM", err)
 	}
 }
 

@@ -38,6 +38,11 @@ type Job interface {
 	// ListNames returns the entries in directory dir of ds that any node
 	// created (Path is the name in dir).
 	ListNames(ctx context.Context, ds, dir string) ([]files.Meta, error)
+
+	// ChangePointers makes a change of the pointer files at the mount root
+	// the job's (set, then remove by name; a rename is both), and returns
+	// once every node shows it, this one too (pointers.go).
+	ChangePointers(ctx context.Context, set []cache.Pointer, remove []string) error
 }
 
 // alone is the Job of a mount with no job to ask (Options.Job nil).
@@ -55,6 +60,9 @@ func (alone) LookupName(context.Context, string, string) (files.Meta, error) {
 func (alone) RemoveName(context.Context, string, string, bool) error          { return nil }
 func (alone) RenameName(context.Context, string, string, string) error        { return nil }
 func (alone) ListNames(context.Context, string, string) ([]files.Meta, error) { return nil, nil }
+func (alone) ChangePointers(context.Context, []cache.Pointer, []string) error {
+	return nil // the mount changes its store itself (FS.changePointers)
+}
 
 // obtain returns the writing dataset r names, starting it when it is new:
 // the job hears of it first, then the store creates it. created reports a
@@ -101,5 +109,7 @@ func (f *FS) hear(e cache.Event) {
 		f.forget(e.Route())
 	case cache.EventEntry:
 		f.entryChanged(e.Info, e.Path)
+	case cache.EventPointer:
+		f.pointerChanged(e.Path)
 	}
 }

@@ -127,6 +127,8 @@ func errnoName(e syscall.Errno) string {
 		return "ENOSPC"
 	case syscall.EDQUOT:
 		return "EDQUOT"
+	case syscall.EFBIG:
+		return "EFBIG"
 	case syscall.EIO:
 		return "EIO"
 	case syscall.ENOTEMPTY:

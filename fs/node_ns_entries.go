@@ -40,6 +40,9 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		}
 		return ch, errno
 	}
+	if n.isPointer(name) {
+		return n.pointerChild(ctx, name, out)
+	}
 	return nil, syscall.ENOENT
 }
 
@@ -65,6 +68,9 @@ func (n *nsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.
 		}
 	}
 	entries = append(entries, n.datasetEntries(ctx)...)
+	if n.atRoot() {
+		entries = append(entries, n.fsys.pointerEntries()...)
+	}
 	slices.SortFunc(entries, func(a, b fuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
 	self := n.StableAttr().Ino
 	parent := self // the mount root's ".." is its own; the kernel crosses the mount

@@ -38,6 +38,9 @@ func (n *nsNode) Create(ctx context.Context, name string, flags uint32, mode uin
 	if errno := n.mayChange(ctx); errno != 0 {
 		return nil, nil, 0, errno
 	}
+	if n.isPointer(name) {
+		return n.createPointer(ctx, name, flags, mode, out)
+	}
 	d, errno := n.flatDataset(ctx, n.childPath(name))
 	if errno != 0 {
 		return nil, nil, 0, errno
@@ -51,6 +54,13 @@ func (n *nsNode) Mknod(ctx context.Context, name string, mode, rdev uint32, out 
 	defer n.fsys.observe(opMknod, time.Now(), &errno)
 	if errno := n.mayChange(ctx); errno != 0 {
 		return nil, errno
+	}
+	if n.isPointer(name) {
+		if mode&syscall.S_IFMT != syscall.S_IFREG {
+			return nil, syscall.EPERM // a pointer file is a file or a symlink
+		}
+		ch, _, _, errno := n.createPointer(ctx, name, syscall.O_EXCL, mode, out)
+		return ch, errno
 	}
 	d, errno := n.flatDataset(ctx, n.childPath(name))
 	if errno != 0 {
@@ -70,6 +80,9 @@ func (n *nsNode) Symlink(ctx context.Context, target, name string, out *fuse.Ent
 	defer n.fsys.observe(opSymlink, time.Now(), &errno)
 	if errno := n.mayChange(ctx); errno != 0 {
 		return nil, errno
+	}
+	if n.isPointer(name) {
+		return n.symlinkPointer(ctx, target, name, out)
 	}
 	d, errno := n.flatDataset(ctx, n.childPath(name))
 	if errno != 0 {
@@ -110,6 +123,9 @@ func (n *nsNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) 
 	if errno := n.mayChange(ctx); errno != 0 {
 		return errno
 	}
+	if n.isPointer(name) {
+		return n.unlinkPointer(ctx, name)
+	}
 	d := n.anchoredDataset(n.childPath(name), false)
 	if d == nil {
 		return syscall.ENOENT
@@ -140,6 +156,12 @@ func (n *nsNode) Rename(ctx context.Context, name string, newParent gofs.InodeEm
 		return syscall.EINVAL
 	}
 	from, to := n.childPath(name), np.childPath(newName)
+	if _, ok := n.fsys.store.Pointer(name); ok && n.isPointer(name) {
+		if np != n || !n.isPointer(newName) {
+			return syscall.EXDEV // a pointer file stays at the root, and out of datasets
+		}
+		return n.renamePointer(ctx, name, newName, flags)
+	}
 	if child, ok := n.nsChild(name); ok {
 		return n.renameNS(ctx, child, from, np, newName, to)
 	}

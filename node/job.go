@@ -109,3 +109,12 @@ func (n *Node) ListNames(ctx context.Context, ds, dir string) ([]files.Meta, err
 	}
 	return out, err
 }
+
+// ChangePointers makes a change of the pointer files at the mount root the
+// job's (package pointers): files set, files removed (both: a rename). It
+// returns once every node shows it, this one included.
+func (n *Node) ChangePointers(ctx context.Context, set []cache.Pointer, remove []string) error {
+	ctx, stop := n.forMount(context.WithoutCancel(ctx))
+	defer stop()
+	return n.Pointers.Change(ctx, set, remove)
+}

@@ -23,10 +23,13 @@ import (
 //   - the job fetched it from the prefix: node 0 records it again, so it
 //     is protected under today's scheme (completion);
 //   - it leaves the cache: completion, flushes, the names and the
-//     namespace forget it.
+//     namespace forget it;
+//   - it is recorded or leaves the cache while the application has not
+//     changed a pointer file since the start: the pointer files shown are
+//     the newest restored checkpoint's (pointers).
 //
-// Started, Adopted and Entry concern the mount only (package fs hears
-// them). Each protocol's part returns at once; what takes time runs in the
+// Started, Adopted, Entry and Pointer concern the mount only (package fs
+// hears them). Each protocol's part returns at once; what takes time runs in the
 // protocol's own goroutines.
 func (n *Node) hear(e cache.Event) {
 	switch e.Kind {
@@ -40,6 +43,7 @@ func (n *Node) hear(e cache.Event) {
 	case cache.EventRecorded:
 		n.Names.Drop(e.Info.Name)
 		n.protect(e.Info)
+		n.Pointers.Restore()
 	case cache.EventSettled:
 		n.Flusher.Settled(e.Info.Name)
 	case cache.EventRevised:
@@ -51,6 +55,7 @@ func (n *Node) hear(e cache.Event) {
 		n.Complete.Changed()
 		n.Namespace.Drop(e.Info.Name)
 		n.Names.Drop(e.Info.Name)
+		n.Pointers.Restore()
 	}
 }
 

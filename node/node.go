@@ -16,6 +16,7 @@ import (
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/names"
 	"github.com/scrfs/scrfs/namespace"
+	"github.com/scrfs/scrfs/pointers"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/redundancy"
 	"github.com/scrfs/scrfs/schemes"
@@ -30,6 +31,7 @@ type Store interface {
 	transfer.Store
 	namespace.Store
 	names.Store
+	pointers.Store
 	ControlDir() *jobdir.Dir
 	FailWriting(reason string)
 	Drop(name, why string) error
@@ -71,6 +73,8 @@ type Node struct {
 	Namespace *namespace.Namespace
 	// Names are the job-wide names of datasets being written.
 	Names *names.Names
+	// Pointers are the job's pointer files at the mount root.
+	Pointers *pointers.Pointers
 
 	store Store
 	size  int // nodes in the job
@@ -99,6 +103,8 @@ var ErrorCodes = append([]jobnet.Code{
 	// record; an application on another node sees ENOSPC too.
 	{Name: "control_full", Err: cache.ErrControlFull},
 	{Name: "no_space", Err: syscall.ENOSPC},
+	{Name: "pointer_too_large", Err: cache.ErrPointerTooLarge},
+	{Name: "too_many_pointers", Err: cache.ErrTooManyPointers},
 }, names.Codes...)
 
 // New builds a node: it creates the protocols, registering their requests
@@ -167,6 +173,8 @@ func New(o Options) (*Node, error) {
 	}
 	n.Names = names.New(names.Options{Mux: o.Mux, Store: o.Store, Nodes: cl.Size(),
 		Incarnation: o.Incarnation, MemberTimeout: o.MemberTimeout, Logger: o.Logger})
+	n.Pointers = pointers.New(pointers.Options{Mux: o.Mux, Store: o.Store, Nodes: cl.Size(),
+		ConnectTimeout: o.ConnectTimeout, Logger: o.Logger})
 	// The prefix's index orders datasets across allocations: sequence
 	// numbers go on after its largest.
 	n.Complete.ReserveSeq(n.Flusher.IndexMax() + 1)
