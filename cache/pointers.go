@@ -239,10 +239,7 @@ func (s *Store) RestorePointers() {
 // SavePointers keeps ps, a dataset's pointer files, in its directory dir
 // (what a fetch brought with it, or what they are after a change).
 func SavePointers(dir string, ps []Pointer) error {
-	b, err := json.Marshal(struct {
-		Version  int       `json:"version"`
-		Pointers []Pointer `json:"pointers"`
-	}{1, ps})
+	b, err := EncodePointers(ps)
 	if err != nil {
 		return err
 	}
@@ -251,6 +248,18 @@ func SavePointers(dir string, ps []Pointer) error {
 		return err
 	}
 	return atomicfile.Write(filepath.Join(meta, PointersFile), b, 0o600)
+}
+
+// EncodePointers encodes a dataset's pointer files as SavePointers keeps
+// them (and the prefix beside the dataset's manifest).
+func EncodePointers(ps []Pointer) ([]byte, error) {
+	if ps == nil {
+		ps = []Pointer{}
+	}
+	return json.Marshal(struct {
+		Version  int       `json:"version"`
+		Pointers []Pointer `json:"pointers"`
+	}{1, ps})
 }
 
 // maxPointersFile bounds what LoadPointers reads: the pointer files'

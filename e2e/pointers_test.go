@@ -12,9 +12,12 @@ import (
 // rank 0 writes latest, which every node reads at once, and which
 // completes the checkpoint (the rule "pointer"). A save killed before its
 // pointer was written fails; after a restart of the whole job every node
-// shows the newest checkpoint restored and the latest that names it.
+// shows the newest checkpoint restored and the latest that names it; and
+// so does a job of 2 nodes that fetched it from the prefix.
 func TestPointerFilesJobWide(t *testing.T) {
-	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=pointer").Start()
+	prefix := t.TempDir()
+	env := []string{"SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=pointer", "SCRFS_PATHS_PREFIX=" + prefix, "SCRFS_FLUSH_EVERY=0"}
+	c := NewCluster(t, 4, env...).Start()
 	save := func(step int, pointer bool) string {
 		t.Helper()
 		name := fmt.Sprintf("global_step%d", step)
@@ -30,6 +33,9 @@ func TestPointerFilesJobWide(t *testing.T) {
 	latestEverywhere := func(want string) {
 		t.Helper()
 		for i, n := range c.Nodes {
+			if n.hasExited() {
+				continue
+			}
 			if b, err := os.ReadFile(n.Path("latest")); err != nil || string(b) != want {
 				t.Errorf("node %d reads latest as %q (%v), want %q", i, b, err, want)
 			}
@@ -57,4 +63,16 @@ func TestPointerFilesJobWide(t *testing.T) {
 			t.Errorf("node %d shows the interrupted global_step3: %v", i, err)
 		}
 	}
+
+	// Flushed, every cache gone, a job of 2 nodes fetches it.
+	if out, errs, code := c.Nodes[0].CLI("flush", "--wait", "global_step2"); code != 0 {
+		t.Fatalf("scrfs flush --wait global_step2: exit %d: %s%s", code, out, errs)
+	}
+	for _, n := range c.Nodes {
+		must(t, n.Stop())
+		wipe(t, n)
+	}
+	c = NewCluster(t, 2, env...).Start()
+	c.WaitState(60*time.Second, "global_step2", "protected")
+	latestEverywhere("global_step2")
 }

@@ -107,11 +107,11 @@ func TestManifestMACs(t *testing.T) {
 	p := dirPrefix(dir)
 	defer p.Close()
 	must(t, p.WritePart(ctx, "ckpt.1", 0, sampleEntries(0)))
-	m1, err := p.CompleteFlush(ctx, "ckpt.1", 1, nil, nil)
+	m1, err := p.CompleteFlush(ctx, "ckpt.1", 1, nil, nil, nil)
 	must(t, err)
 	old, err := os.ReadFile(manifestPath(dir, "ckpt.1"))
 	must(t, err)
-	m2, err := p.CompleteFlush(ctx, "ckpt.1", 1, []byte("record"), nil)
+	m2, err := p.CompleteFlush(ctx, "ckpt.1", 1, []byte("record"), []byte("pointers"), nil)
 	must(t, err)
 	if m1.SHA256 == m2.SHA256 {
 		t.Fatal("two merges wrote the same manifest")
@@ -139,12 +139,20 @@ func TestManifestMACs(t *testing.T) {
 			t.Errorf("%s changed by a space: %v", name, rerr)
 		}
 	}
-	// A record that is not the one the manifest records.
+	// A record, or pointer files, that are not the ones the manifest
+	// records.
 	must(t, p.WritePart(ctx, "ckpt.2", 0, nil))
-	m3, err := p.CompleteFlush(ctx, "ckpt.2", 1, []byte("record"), nil)
+	m3, err := p.CompleteFlush(ctx, "ckpt.2", 1, []byte("record"), []byte("pointers"), nil)
 	must(t, err)
+	if b, err := p.ReadPointers(ctx, m3); err != nil || string(b) != "pointers" {
+		t.Fatalf("pointer files beside the manifest: %q, %v", b, err)
+	}
 	must(t, os.WriteFile(filepath.Join(manifestDir(dir, "ckpt.2"), "record.json"), []byte("forged"), 0o644))
 	if _, err := p.ReadRecord(ctx, m3); !errors.Is(err, ErrUnverified) {
 		t.Errorf("a changed record: %v", err)
+	}
+	must(t, os.WriteFile(filepath.Join(manifestDir(dir, "ckpt.2"), "pointers.json"), []byte("forged"), 0o644))
+	if _, err := p.ReadPointers(ctx, m3); !errors.Is(err, ErrUnverified) {
+		t.Errorf("changed pointer files: %v", err)
 	}
 }

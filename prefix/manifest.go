@@ -27,8 +27,10 @@ type Manifest struct {
 	Files   int64     // regular files
 	Bytes   int64     // their total size
 	// Record is the SHA-256 (hex) of the dataset's record kept beside the
-	// manifest, "" if there is none (ReadRecord).
-	Record string
+	// manifest, "" if there is none (ReadRecord); Pointers that of its
+	// pointer files (ReadPointers).
+	Record   string
+	Pointers string
 	// Entries are sorted by path, then node. A directory appears once per
 	// node that has it; any other path appears once.
 	Entries []Entry
@@ -74,7 +76,8 @@ type manifestHead struct {
 	Created time.Time `json:"created"`
 	Files   int64     `json:"files"`
 	Bytes   int64     `json:"bytes"`
-	Record  string    `json:"record,omitempty"`
+	Record   string    `json:"record,omitempty"`
+	Pointers string    `json:"pointers,omitempty"`
 }
 
 // encodeDoc writes head's fields followed by "entries", one entry a line, so
@@ -260,11 +263,11 @@ func checkTotals(es []Entry, files, bytes int64) error {
 
 // mergeManifest reads the parts of nodes 0..nodes-1 of dataset (each
 // verified), checks that no path is claimed by two nodes (ErrConflict;
-// directories may be shared), writes record (nil: none) beside it and
-// then the merged manifest, signed, with the record's digest, durably and
-// atomically. A missing part is an error wrapping fs.ErrNotExist: the
+// directories may be shared), writes record and pointers (nil: none)
+// beside it and then the merged manifest, signed, with their digests,
+// durably and atomically. A missing part is an error wrapping fs.ErrNotExist: the
 // merge runs only once every node reported its part durable.
-func (p *Prefix) mergeManifest(ctx context.Context, dataset string, nodes int, record []byte) (*Manifest, error) {
+func (p *Prefix) mergeManifest(ctx context.Context, dataset string, nodes int, record, pointers []byte) (*Manifest, error) {
 	if err := layout.CheckDatasetName(dataset); err != nil {
 		return nil, fmt.Errorf("merge manifest: %w", err)
 	}
@@ -298,14 +301,15 @@ func (p *Prefix) mergeManifest(ctx context.Context, dataset string, nodes int, r
 	if m.Bytes < 0 {
 		return nil, fmt.Errorf("merge manifest of %s: sizes add up beyond 2^63 bytes", dataset)
 	}
-	if record != nil {
-		if err := p.s.writeMeta(ctx, recordName(dataset), record); err != nil {
-			return nil, pathErr("write record", p.metaLoc(recordName(dataset)), err)
-		}
-		m.Record = digest(record)
+	var err error
+	if m.Record, err = p.attach(ctx, "record", recordName(dataset), record); err != nil {
+		return nil, err
+	}
+	if m.Pointers, err = p.attach(ctx, "pointer files", pointersName(dataset), pointers); err != nil {
+		return nil, err
 	}
 	body, err := encodeDoc(manifestHead{Version: m.Version, Dataset: dataset, Nodes: nodes,
-		Created: m.Created, Files: m.Files, Bytes: m.Bytes, Record: m.Record}, m.Entries)
+		Created: m.Created, Files: m.Files, Bytes: m.Bytes, Record: m.Record, Pointers: m.Pointers}, m.Entries)
 	if err == nil {
 		body, err = p.key.seal(kindManifest, body)
 	}
@@ -347,21 +351,46 @@ func (p *Prefix) ReadManifest(ctx context.Context, dataset, want string) (*Manif
 	return m, nil
 }
 
+// attach writes b (what, nil: nothing) as metadata name beside a
+// manifest, and returns the digest the manifest records of it.
+func (p *Prefix) attach(ctx context.Context, what, name string, b []byte) (string, error) {
+	if b == nil {
+		return "", nil
+	}
+	if err := p.s.writeMeta(ctx, name, b); err != nil {
+		return "", pathErr("write "+what, p.metaLoc(name), err)
+	}
+	return digest(b), nil
+}
+
+// attached reads metadata name kept beside a manifest (what), checked
+// against the digest want the manifest (verified) records; nil if it
+// records none.
+func (p *Prefix) attached(ctx context.Context, what, name, want string) ([]byte, error) {
+	if want == "" {
+		return nil, nil
+	}
+	b, err := p.s.readMeta(ctx, name)
+	if err != nil {
+		return nil, pathErr("read "+what, p.metaLoc(name), err)
+	}
+	if digest(b) != want {
+		return nil, fmt.Errorf("read %s %s: %w: its sha256 is not the one its manifest records", what, p.metaLoc(name), ErrUnverified)
+	}
+	return b, nil
+}
+
 // ReadRecord returns the record kept beside manifest m, checked against
 // the digest m (verified) records; nil if m records none.
 func (p *Prefix) ReadRecord(ctx context.Context, m *Manifest) ([]byte, error) {
-	if m.Record == "" {
-		return nil, nil
-	}
-	name := recordName(m.Dataset)
-	b, err := p.s.readMeta(ctx, name)
-	if err != nil {
-		return nil, pathErr("read record", p.metaLoc(name), err)
-	}
-	if digest(b) != m.Record {
-		return nil, fmt.Errorf("read record %s: %w: its sha256 is not the one its manifest records", p.metaLoc(name), ErrUnverified)
-	}
-	return b, nil
+	return p.attached(ctx, "record", recordName(m.Dataset), m.Record)
+}
+
+// ReadPointers returns the pointer files kept beside manifest m (as the
+// cache keeps them with a dataset), checked against the digest m records;
+// nil if m records none.
+func (p *Prefix) ReadPointers(ctx context.Context, m *Manifest) ([]byte, error) {
+	return p.attached(ctx, "pointer files", pointersName(m.Dataset), m.Pointers)
 }
 
 // decodeManifest parses and validates a merged manifest's bytes.
@@ -383,8 +412,8 @@ func decodeManifest(b []byte) (*Manifest, error) {
 	if w.Nodes < 1 {
 		return nil, fmt.Errorf("%w: %d nodes", ErrBadMetadata, w.Nodes)
 	}
-	if !isDigest(w.Record) {
-		return nil, fmt.Errorf("%w: record %.70q is not 64 hex digits", ErrBadMetadata, w.Record)
+	if !isDigest(w.Record) || !isDigest(w.Pointers) {
+		return nil, fmt.Errorf("%w: record %.70q or pointers %.70q is not 64 hex digits", ErrBadMetadata, w.Record, w.Pointers)
 	}
 	if w.Entries == nil {
 		return nil, fmt.Errorf("%w: no \"entries\" list", ErrBadMetadata)
@@ -402,5 +431,5 @@ func decodeManifest(b []byte) (*Manifest, error) {
 		return nil, err
 	}
 	return &Manifest{Version: *w.Version, Dataset: w.Dataset, Nodes: w.Nodes, Created: w.Created,
-		Files: w.Files, Bytes: w.Bytes, Record: w.Record, Entries: w.Entries}, nil
+		Files: w.Files, Bytes: w.Bytes, Record: w.Record, Pointers: w.Pointers, Entries: w.Entries}, nil
 }

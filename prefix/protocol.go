@@ -44,13 +44,14 @@ func (p *Prefix) BeginFlush(ctx context.Context, e IndexEntry, lg *slog.Logger) 
 
 // CompleteFlush merges the parts of nodes 0..nodes-1 of dataset into its
 // manifest, with record (the dataset's record as the job agreed it; nil:
-// none) kept beside it, and then marks the dataset complete in the index,
+// none) and pointers (the pointer files kept with it; nil: none) beside
+// it, and then marks the dataset complete in the index,
 // with its totals, the manifest's digest and the flush time. Call it on
 // the coordinating node once every node's Flush and WritePart returned. A
 // dataset missing from the index is added with the next free ID. The
 // caller owns the returned manifest.
-func (p *Prefix) CompleteFlush(ctx context.Context, dataset string, nodes int, record []byte, lg *slog.Logger) (*Manifest, error) {
-	m, err := p.mergeManifest(ctx, dataset, nodes, record)
+func (p *Prefix) CompleteFlush(ctx context.Context, dataset string, nodes int, record, pointers []byte, lg *slog.Logger) (*Manifest, error) {
+	m, err := p.mergeManifest(ctx, dataset, nodes, record, pointers)
 	if err != nil {
 		return nil, fmt.Errorf("complete flush: %w", err)
 	}

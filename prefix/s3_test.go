@@ -59,7 +59,7 @@ func TestS3RoundTrip(t *testing.T) {
 	if ix, _ := p.ReadIndex(ctx); ix.Datasets[0].State != StateFlushing {
 		t.Fatalf("before the commit: %+v", ix.Datasets)
 	}
-	m, err := p.CompleteFlush(ctx, "ckpt.1", 2, []byte(`{"record":1}`), nil)
+	m, err := p.CompleteFlush(ctx, "ckpt.1", 2, []byte(`{"record":1}`), nil, nil)
 	must(t, err)
 	ix, err := p.ReadIndex(ctx)
 	must(t, err)

@@ -73,7 +73,7 @@ func dirReadPart(prefix, dataset string, node int) ([]Entry, error) {
 func dirMergeManifest(prefix, dataset string, nodes int) (*Manifest, error) {
 	p := dirPrefix(prefix)
 	defer p.Close()
-	return p.mergeManifest(context.Background(), dataset, nodes, nil)
+	return p.mergeManifest(context.Background(), dataset, nodes, nil, nil)
 }
 
 func dirReadManifest(prefix, dataset string) (*Manifest, error) {
@@ -91,7 +91,7 @@ func dirBeginFlush(ctx context.Context, prefix string, e IndexEntry, lg *slog.Lo
 func dirCompleteFlush(ctx context.Context, prefix, dataset string, nodes int, lg *slog.Logger) (*Manifest, error) {
 	p := dirPrefix(prefix)
 	defer p.Close()
-	return p.CompleteFlush(ctx, dataset, nodes, nil, lg)
+	return p.CompleteFlush(ctx, dataset, nodes, nil, nil, lg)
 }
 
 func dirRemoveDataset(ctx context.Context, prefix, dataset string, lg *slog.Logger) error {

@@ -69,3 +69,4 @@ func partName(dataset string, node int) string {
 }
 func manifestName(dataset string) string { return manifestsOf(dataset) + "/manifest.json" }
 func recordName(dataset string) string   { return manifestsOf(dataset) + "/record.json" }
+func pointersName(dataset string) string { return manifestsOf(dataset) + "/pointers.json" }

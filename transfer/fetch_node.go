@@ -46,6 +46,9 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	err = f.prefix.Fetch(ctx, m.Dataset, staging, entries, o)
 	f.met.rate.WithLabelValues("fetch").Set(0)
+	if err == nil {
+		err = f.fetchPointers(ctx, man, staging)
+	}
 	if err != nil {
 		os.RemoveAll(staging)
 		return nil, err
@@ -61,6 +64,21 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	f.fetch.staged[m.Round] = fetchStage{msg: m, res: res}
 	f.fetch.mu.Unlock()
 	return res, nil
+}
+
+// fetchPointers keeps the pointer files flushed with the dataset of
+// manifest man (verified against it, checked) with its staged copy in dir:
+// a restart that restores it shows them (package pointers).
+func (f *Flusher) fetchPointers(ctx context.Context, man *prefix.Manifest, dir string) error {
+	b, err := f.prefix.ReadPointers(ctx, man)
+	if err != nil || b == nil {
+		return err
+	}
+	ps, err := cache.DecodePointers(b)
+	if err != nil {
+		return fmt.Errorf("fetch %s: the pointer files in the prefix: %w", man.Dataset, err)
+	}
+	return cache.SavePointers(dir, ps)
 }
 
 // handleCommit adopts a staged fetch into the cache, shows it in the mount

@@ -233,16 +233,16 @@ func (f *Flusher) runRound(r *flushRound, info cache.Info) {
 				reasons = append(reasons, err.Error())
 			}
 		}
-		var rec []byte
+		var rec, ptrs []byte
 		if len(reasons) == 0 {
 			var err error
-			if rec, err = f.prefixRecord(r.dataset); err != nil {
+			if rec, ptrs, err = f.prefixRecord(r.dataset); err != nil {
 				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
 		if len(reasons) == 0 {
 			var err error
-			if m, err = f.prefix.CompleteFlush(ctx, r.dataset, f.o.Nodes, rec, f.log); err != nil {
+			if m, err = f.prefix.CompleteFlush(ctx, r.dataset, f.o.Nodes, rec, ptrs, f.log); err != nil {
 				reasons = append(reasons, "node 0: "+err.Error())
 			}
 		}
@@ -418,23 +418,32 @@ func (f *Flusher) setFlush(name string, st cache.FlushStatus) {
 	}
 }
 
-// prefixRecord returns node 0's record of a dataset, for CompleteFlush to
-// keep beside its manifest before the index calls the dataset complete: a
-// fetch then restores its place in the job's order. A dataset completed
-// before records existed has none (nil).
-func (f *Flusher) prefixRecord(name string) ([]byte, error) {
+// prefixRecord returns node 0's record of a dataset and the pointer files
+// kept with it, for CompleteFlush to keep beside its manifest before the
+// index calls the dataset complete: a fetch then restores its place in the
+// job's order, and its pointer files. A dataset completed before records
+// existed has none (nil), one that kept no pointer files none of those.
+func (f *Flusher) prefixRecord(name string) (rec, pointers []byte, err error) {
 	ds := f.o.Store.Get(name)
 	if ds == nil {
-		return nil, fmt.Errorf("dataset %s left the cache of node 0", name)
+		return nil, nil, fmt.Errorf("dataset %s left the cache of node 0", name)
 	}
-	rec, err := record.Load(ds.Dir())
+	if ps, err := cache.LoadPointers(ds.Dir()); err != nil {
+		return nil, nil, err
+	} else if ps != nil {
+		if pointers, err = cache.EncodePointers(ps); err != nil {
+			return nil, nil, err
+		}
+	}
+	r, err := record.Load(ds.Dir())
 	if record.IsMissing(err) {
-		return nil, nil
+		return nil, pointers, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rec.Marshal()
+	rec, err = r.Marshal()
+	return rec, pointers, err
 }
 
 // readPrefixRecord reads the record kept beside manifest m in the prefix
