@@ -70,12 +70,12 @@ type partHead struct {
 }
 
 type manifestHead struct {
-	Version int       `json:"version"`
-	Dataset string    `json:"dataset"`
-	Nodes   int       `json:"nodes"`
-	Created time.Time `json:"created"`
-	Files   int64     `json:"files"`
-	Bytes   int64     `json:"bytes"`
+	Version  int       `json:"version"`
+	Dataset  string    `json:"dataset"`
+	Nodes    int       `json:"nodes"`
+	Created  time.Time `json:"created"`
+	Files    int64     `json:"files"`
+	Bytes    int64     `json:"bytes"`
 	Record   string    `json:"record,omitempty"`
 	Pointers string    `json:"pointers,omitempty"`
 }
