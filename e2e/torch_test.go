@@ -58,11 +58,16 @@ func torchRanks(t *testing.T, py, phase string, dirs []string) {
 // (DCP) from 4 ranks, each through its own node's mount (rank 0 alone
 // creates the directory and writes .metadata, which completes it), and
 // loads it back on 4 ranks and resharded on 2, each from its own mount;
-// plain torch.save from 4 ranks is loaded whole by every rank.
+// plain torch.save from 4 ranks is loaded whole by every rank. The DCP
+// checkpoint, flushed and fetched by a job of 2 nodes, is loaded there on
+// 2 ranks without its shards crossing between the nodes.
 func TestPyTorchCheckpoints(t *testing.T) {
 	py := torchPython(t)
-	c := NewCluster(t, 4, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:.metadata,marker:COMPLETE",
-		"SCRFS_METRICS_LISTEN=127.0.0.1:0").Start()
+	t.Setenv("TORCH_CKPT_ROWS", "1024") // a sharded tensor of 16 MiB, 4 MiB per rank
+	prefix := t.TempDir()
+	env := []string{"SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:.metadata,marker:COMPLETE",
+		"SCRFS_METRICS_LISTEN=127.0.0.1:0", "SCRFS_PATHS_PREFIX=" + prefix, "SCRFS_FLUSH_EVERY=0"}
+	c := NewCluster(t, 4, env...).Start()
 	mounts := func(name string, nodes ...int) []string {
 		var out []string
 		for _, i := range nodes {
@@ -102,4 +107,28 @@ func TestPyTorchCheckpoints(t *testing.T) {
 	must(t, os.WriteFile(c.Nodes[0].Path("ts_100", "COMPLETE"), nil, 0o644))
 	c.WaitState(60*time.Second, "ts_100", "protected")
 	torchRanks(t, py, "load", mounts("ts_100", 0, 1, 2, 3))
+
+	// Flushed, every cache gone, a job of 2 nodes fetches the DCP
+	// checkpoint: node j takes the parts of ranks 2j and 2j+1, which rank
+	// j of the resharded load reads, so only the files rank 0 alone wrote
+	// (.metadata, the replicated tensor) cross to node 1.
+	if out, errs, code := c.Nodes[0].CLI("flush", "--wait", "dcp_200"); code != 0 {
+		t.Fatalf("scrfs flush --wait dcp_200: exit %d: %s%s", code, out, errs)
+	}
+	for _, n := range c.Nodes {
+		must(t, n.Stop())
+		wipe(t, n)
+	}
+	c = NewCluster(t, 2, env...).Start()
+	c.WaitState(60*time.Second, "dcp_200", "protected")
+	torchRanks(t, py, "dcp-load", mounts("dcp_200", 0, 1))
+	var moved float64
+	for _, n := range c.Nodes {
+		moved += metric(t, n, "scrfs_namespace_received_bytes_total")
+	}
+	const shard = 4 << 20
+	t.Logf("the resharded load on 2 nodes moved %.1f MiB between them (a shard is %d MiB)", moved/(1<<20), shard>>20)
+	if moved >= shard {
+		t.Errorf("the resharded load on 2 nodes of what 4 flushed moved %.0f bytes between them, a shard or more: its parts are not where it reads them", moved)
+	}
 }

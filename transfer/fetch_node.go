@@ -40,9 +40,9 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	o.Progress = func(done, total int64) {
 		f.met.rate.WithLabelValues("fetch").Set(meter.update(done, total))
 	}
-	// A job of another size than the one that flushed: node j takes the
-	// parts of nodes j, j+M, j+2M, … (M this job's nodes); the namespace
-	// shows every node all of them.
+	// A job of another size than the one that flushed: node j takes a run
+	// of consecutive parts (assignedParts); the namespace shows every node
+	// all of them.
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	err = f.prefix.Fetch(ctx, m.Dataset, staging, entries, o)
 	f.met.rate.WithLabelValues("fetch").Set(0)
@@ -125,10 +125,17 @@ func (f *Flusher) handleAbort(ctx context.Context, from int, m fetchMsg) (any, e
 }
 
 // assignedParts returns the parts (the nodes that flushed them, of flushed
-// in all) node self of a job of nodes fetches: self, self+nodes, ….
+// in all) node self of a job of nodes fetches: a run of consecutive parts,
+// the runs as even as they divide. A checkpoint written one file per rank
+// and loaded on fewer ranks is resharded so: rank r of the smaller job
+// reads what ranks r·N/M … (r+1)·N/M−1 of the larger one wrote (a DCP or
+// FSDP shard is a contiguous slice of each tensor), which are then on
+// its node. In a job of more nodes than flushed, part i goes to one of the
+// nodes whose ranks read it (of ranks i·M/N … (i+1)·M/N−1), and some
+// nodes fetch none.
 func assignedParts(flushed, nodes, self int) []int {
 	var out []int
-	for i := self; i < flushed; i += nodes {
+	for i := self * flushed / nodes; i < (self+1)*flushed/nodes; i++ {
 		out = append(out, i)
 	}
 	return out
