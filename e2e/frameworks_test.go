@@ -78,7 +78,7 @@ type found struct {
 }
 
 // replayFrameworks are the replays, each in its own file.
-var replayFrameworks = []framework{deepspeed, megatron, lightning, lightningSharded, hfTrainer}
+var replayFrameworks = []framework{deepspeed, megatron, lightning, lightningSharded, hfTrainer, orbax, orbaxCommitFile}
 
 // errAborted is what a rank waiting for others gets when another rank
 // failed: the job dies, as a collective does when a rank is gone.
