@@ -25,13 +25,14 @@ import (
 // DDP over 4 processes, a PreTrainedModel saved with safetensors,
 // save_total_limit=2.
 //
-// output_dir is the mount; each save is checkpoint-N/ (a dataset: the
-// guide's datasets.match keeps logging_dir's runs/ out of it). Rank 0
-// writes the model, optimizer, scheduler and trainer state, every rank its
-// RNG state, with no barrier between them and none at the end: only the
-// training steps that follow order one save before the next, so the
-// checkpoint is complete when the next one starts (next), or when nothing
-// was written for a while (idle) for the last one.
+// output_dir is the mount; each save is checkpoint-N/, a dataset by the
+// guide's datasets.match, which makes nothing else at the root one (so
+// logging_dir goes outside the mount). Rank 0 writes the model, optimizer,
+// scheduler and trainer state, every rank its RNG state, with no barrier
+// between them and none at the end: only the training steps that follow
+// order one save before the next, so the checkpoint is complete when the
+// next one starts (next), or when nothing was written for a while (idle)
+// for the last one — 5 s here, for a fast test, where the guide says 2m.
 var hfTrainer = framework{
 	name:       "hf-trainer",
 	env:        []string{"SCRFS_DATASETS_MATCH=" + hfMatch, "SCRFS_DATASETS_COMPLETE=next,idle:5s"},
