@@ -85,7 +85,9 @@ func (n *Names) Rename(ctx context.Context, ds, from, to string) error {
 
 // List returns every entry directly in directory dir ("" for the root) of
 // writing dataset ds that some node created, by name: every node answers
-// with those it owns.
+// with those it owns. A node that has not heard yet that the dataset
+// began owns none of its entries (a create waits until the owner has
+// heard), so its part is empty.
 func (n *Names) List(ctx context.Context, ds, dir string) (map[string]Entry, error) {
 	ctx, cancel := n.callContext(ctx)
 	defer cancel()
@@ -93,7 +95,9 @@ func (n *Names) List(ctx context.Context, ds, dir string) (map[string]Entry, err
 	var failed error
 	n.net.FanoutEach(ctx, n.all(), "list", listMsg{Dataset: ds, Dir: dir}, func(node int, r jobnet.Reply) {
 		var part map[string]Entry
-		if err := r.Decode(&part); err != nil {
+		if err := r.Decode(&part); errors.Is(err, errNotYet) {
+			return
+		} else if err != nil {
 			failed = fmt.Errorf("names: list %s/%s: node %d: %w", ds, dir, node, err)
 			return
 		}

@@ -255,6 +255,26 @@ func TestListGathersEveryOwner(t *testing.T) {
 	}
 }
 
+// TestListWhileANodeHasNotHeard: a listing right after a dataset began
+// (Hugging Face's save_pretrained lists the directory it just made) is
+// answered by every node; one that has not heard yet that the dataset
+// began owns none of its entries, and the listing goes on without them.
+func TestListWhileANodeHasNotHeard(t *testing.T) {
+	j := newJob(t, 4)
+	ctx := context.Background()
+	for i := range 3 { // node 3 has not heard of ckpt.2
+		if _, _, err := j.copies[i].Obtain(cache.Route{Name: "ckpt.2", Kind: cache.KindDir, Root: "ckpt.2"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := pathOwnedBy("config_", 1, 4)
+	must(t, errOf(j.names[0].Create(ctx, "ckpt.2", p, file, false)))
+	got, err := j.names[0].List(ctx, "ckpt.2", "")
+	if err != nil || !slices.Equal(slices.Sorted(maps.Keys(got)), []string{p}) {
+		t.Fatalf("list of a dataset node 3 has not heard of: %v, %v; want [%s]", slices.Sorted(maps.Keys(got)), err, p)
+	}
+}
+
 // TestOwnerDownFails: a call whose owner does not answer fails after the
 // member timeout, naming the node; it never hangs.
 func TestOwnerDownFails(t *testing.T) {
