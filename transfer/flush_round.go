@@ -142,19 +142,43 @@ func (f *Flusher) newestToFlush(ctx context.Context) string {
 // completed, and the name of a newer one whose completion was requested
 // and waits only for files still open for writing ("" if none): an
 // application that renames its marker into place and exits may still have
-// the last release of a file on its way.
+// the last release of a file on its way. Newest is by the job's order
+// (the record's sequence; one complete here and not recorded yet is newer
+// than every recorded one): this node's own order of creation differs
+// once it rebuilt or fetched datasets in another order.
 func (f *Flusher) newestCompleted() (name, pending string) {
 	dss := f.o.Store.Datasets()
-	for i := len(dss) - 1; i >= 0; i-- {
-		info := dss[i].Info()
+	var newest *cache.Info
+	newer := func(a, b *cache.Info) bool {
+		switch {
+		case (a.Seq == 0) != (b.Seq == 0):
+			return a.Seq == 0
+		case a.Seq != b.Seq:
+			return a.Seq > b.Seq
+		}
+		return a.ID > b.ID
+	}
+	var pendingInfo *cache.Info
+	for _, ds := range dss {
+		info := ds.Info()
 		switch {
 		case info.State.Completed():
-			return info.Name, pending
-		case info.State == cache.Writing && info.Completing != "" && pending == "":
-			pending = info.Name
+			if newest == nil || newer(&info, newest) {
+				newest = &info
+			}
+		case info.State == cache.Writing && info.Completing != "":
+			if pendingInfo == nil || info.ID > pendingInfo.ID {
+				pendingInfo = &info
+			}
 		}
 	}
-	return "", pending
+	if pendingInfo != nil && (newest == nil || pendingInfo.ID > newest.ID) {
+		pending = pendingInfo.Name
+	}
+	if newest == nil {
+		return "", pending
+	}
+	return newest.Name, pending
 }
 
 // startRound starts flushing dataset name across the job, or returns the
