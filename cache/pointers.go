@@ -183,10 +183,10 @@ func (s *Store) ChangePointers(set []Pointer, remove []string, tag string) error
 }
 
 // PointerChanged tells the store that the job changed pointer file name
-// (node 0 hears every change first): under the rule "pointer", every
-// dataset being written completes.
+// (node 0 hears every change first): under the rule "pointer" (or
+// "pointer:NAME" of this name), every dataset being written completes.
 func (s *Store) PointerChanged(name string) {
-	if !s.opts.Rules.Pointer {
+	if !s.opts.Rules.Pointer && !slices.Contains(s.opts.Rules.Pointers, name) {
 		return
 	}
 	for _, d := range s.Datasets() {

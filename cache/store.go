@@ -17,11 +17,12 @@ import (
 // Rules are the completion rules of datasets.complete, in the form the store
 // applies them. `scrfs complete NAME` (RequestComplete) always works.
 type Rules struct {
-	Next    bool          // a newer dataset starting completes older writing ones
-	Rename  bool          // renaming a dataset completes it under its new name
-	Pointer bool          // a pointer file changing completes the writing datasets (node 0 hears it)
-	Markers []string      // a file of this name at the dataset's top, once closed
-	Idle    time.Duration // no file open for writing for this long; 0 = off
+	Next     bool          // a newer dataset starting completes older writing ones
+	Rename   bool          // renaming a dataset completes it under its new name
+	Pointer  bool          // any pointer file changing completes the writing datasets (node 0 hears it)
+	Pointers []string      // … or one of these
+	Markers  []string      // a file of this name at the dataset's top, once closed
+	Idle     time.Duration // no file open for writing for this long; 0 = off
 }
 
 // Options configure a Store.

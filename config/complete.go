@@ -26,7 +26,8 @@ const (
 	RuleIdle
 	// RulePointer: complete the datasets being written when a pointer file
 	// at the mount root changes (DeepSpeed's latest, Megatron's tracker
-	// file, written once a save is done). Written "pointer".
+	// file, written once a save is done): any, written "pointer", or the
+	// one called Marker, written "pointer:NAME".
 	RulePointer
 )
 
@@ -48,7 +49,8 @@ func (k RuleKind) String() string {
 }
 
 // CompleteRule is one parsed entry of datasets.complete. Marker is set only
-// for RuleMarker, Idle only for RuleIdle.
+// for RuleMarker and RulePointer (the file's name; "" any), Idle only for
+// RuleIdle.
 type CompleteRule struct {
 	Kind   RuleKind
 	Marker string
@@ -61,6 +63,10 @@ func (r CompleteRule) String() string {
 	switch r.Kind {
 	case RuleMarker:
 		return "marker:" + r.Marker
+	case RulePointer:
+		if r.Marker != "" {
+			return "pointer:" + r.Marker
+		}
 	case RuleIdle:
 		return "idle:" + Duration{r.Idle}.String()
 	}
@@ -68,10 +74,10 @@ func (r CompleteRule) String() string {
 }
 
 // ruleSyntax lists what datasets.complete accepts, for error messages.
-const ruleSyntax = `allowed: "next", "rename", "pointer", "marker:NAME", "idle:DURATION"`
+const ruleSyntax = `allowed: "next", "rename", "pointer", "pointer:NAME", "marker:NAME", "idle:DURATION"`
 
 // ParseCompleteRule parses one entry of datasets.complete: "next", "rename",
-// "pointer", "marker:NAME" (NAME a file name: not empty, no "/", not "." or "..", no
+// "pointer", "pointer:NAME", "marker:NAME" (NAME a file name: not empty, no "/", not "." or "..", no
 // surrounding spaces) or "idle:DURATION" (a positive Go duration).
 func ParseCompleteRule(s string) (CompleteRule, error) {
 	kind, arg, hasArg := strings.Cut(s, ":")
@@ -82,9 +88,12 @@ func ParseCompleteRule(s string) (CompleteRule, error) {
 		return CompleteRule{Kind: RuleRename}, nil
 	case kind == "pointer" && !hasArg:
 		return CompleteRule{Kind: RulePointer}, nil
-	case kind == "marker" && hasArg:
+	case (kind == "marker" || kind == "pointer") && hasArg:
 		if arg == "" || arg == "." || arg == ".." || strings.ContainsAny(arg, "/\x00") || strings.TrimSpace(arg) != arg {
-			return CompleteRule{}, fmt.Errorf("rule %q: the marker must be a file name (not empty, no \"/\", no surrounding spaces)", s)
+			return CompleteRule{}, fmt.Errorf("rule %q: the %s must be a file name (not empty, no \"/\", no surrounding spaces)", s, kind)
+		}
+		if kind == "pointer" {
+			return CompleteRule{Kind: RulePointer, Marker: arg}, nil
 		}
 		return CompleteRule{Kind: RuleMarker, Marker: arg}, nil
 	case kind == "idle" && hasArg:
@@ -98,8 +107,8 @@ func ParseCompleteRule(s string) (CompleteRule, error) {
 }
 
 // parseCompleteRules parses a whole datasets.complete list and rejects
-// duplicates: the same marker twice, or next, rename, pointer or idle more
-// than once
+// duplicates: the same marker or pointer twice, or next, rename or idle
+// more than once
 // (two idle rules with different durations cannot both be meant).
 func parseCompleteRules(list []string) ([]CompleteRule, error) {
 	rules := make([]CompleteRule, 0, len(list))
@@ -109,7 +118,7 @@ func parseCompleteRules(list []string) ([]CompleteRule, error) {
 			return nil, err
 		}
 		for _, prev := range rules {
-			if prev.Kind == r.Kind && (r.Kind != RuleMarker || prev.Marker == r.Marker) {
+			if prev.Kind == r.Kind && (r.Kind != RuleMarker && r.Kind != RulePointer || prev.Marker == r.Marker) {
 				return nil, fmt.Errorf("rule %q repeats rule %q; give each rule once", s, prev.String())
 			}
 		}

@@ -13,6 +13,8 @@ func TestParseCompleteRule(t *testing.T) {
 	}{
 		{"next", CompleteRule{Kind: RuleNext}},
 		{"rename", CompleteRule{Kind: RuleRename}},
+		{"pointer", CompleteRule{Kind: RulePointer}},
+		{"pointer:latest", CompleteRule{Kind: RulePointer, Marker: "latest"}},
 		{"marker:COMPLETE", CompleteRule{Kind: RuleMarker, Marker: "COMPLETE"}},
 		{"marker:.metadata", CompleteRule{Kind: RuleMarker, Marker: ".metadata"}},
 		{"marker:a:b", CompleteRule{Kind: RuleMarker, Marker: "a:b"}},
@@ -33,7 +35,7 @@ func TestParseCompleteRule(t *testing.T) {
 	for _, bad := range []string{
 		"", "Next", "next:", "next:x", "rename:x", "marker", "marker:", "marker:a/b", "marker:.",
 		"marker:..", "marker: COMPLETE", "marker:x\x00", "idle", "idle:", "idle:0s", "idle:-1s",
-		"idle:30", "done",
+		"idle:30", "done", "pointer:", "pointer:a/b",
 	} {
 		if got, err := ParseCompleteRule(bad); err == nil {
 			t.Errorf("ParseCompleteRule(%q) = %+v, want error", bad, got)

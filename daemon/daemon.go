@@ -265,7 +265,11 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 		case config.RuleRename:
 			r.Rename = true
 		case config.RulePointer:
-			r.Pointer = true
+			if rule.Marker == "" {
+				r.Pointer = true
+			} else {
+				r.Pointers = append(r.Pointers, rule.Marker)
+			}
 		case config.RuleMarker:
 			r.Markers = append(r.Markers, rule.Marker)
 		case config.RuleIdle:

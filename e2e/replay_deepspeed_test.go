@@ -25,7 +25,7 @@ import (
 // _save_zero_checkpoint) and latest (the tag, written last).
 var deepspeed = framework{
 	name:       "deepspeed",
-	env:        []string{"SCRFS_DATASETS_COMPLETE=pointer"},
+	env:        []string{"SCRFS_DATASETS_COMPLETE=pointer:latest"},
 	save:       deepspeedSave,
 	latest:     deepspeedLatest,
 	checkpoint: deepspeedTag,

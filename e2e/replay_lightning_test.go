@@ -53,7 +53,7 @@ var lightningSharded = lightningFramework("lightning-sharded", lightningShardedS
 func lightningFramework(name string, write func(r *rank, step int) error, victim int, kill func(rel string, step int) bool) framework {
 	return framework{
 		name:       name,
-		env:        []string{"SCRFS_DATASETS_MATCH=" + lightningMatch, "SCRFS_DATASETS_COMPLETE=pointer"},
+		env:        []string{"SCRFS_DATASETS_MATCH=" + lightningMatch, "SCRFS_DATASETS_COMPLETE=pointer:last.ckpt"},
 		save:       func(r *rank, step int) error { return lightningSave(r, step, write) },
 		latest:     lightningLatest,
 		checkpoint: lightningName,

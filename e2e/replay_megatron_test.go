@@ -31,7 +31,7 @@ import (
 // latest_checkpointed_iteration.txt, at the root after a barrier.
 var megatron = framework{
 	name:       "megatron",
-	env:        []string{"SCRFS_DATASETS_COMPLETE=pointer"},
+	env:        []string{"SCRFS_DATASETS_COMPLETE=pointer:latest_checkpointed_iteration.txt"},
 	save:       megatronSave,
 	latest:     megatronLatest,
 	checkpoint: megatronIter,
