@@ -196,42 +196,61 @@ func (s *Store) PointerChanged(name string) {
 	}
 }
 
-// RestorePointers shows the pointer files kept with the newest recorded
-// dataset (by its job-wide sequence) that kept any: the checkpoint the job
-// restored. None are shown when none did.
-func (s *Store) RestorePointers() {
+// ServedDatasets returns the recorded datasets here that did not fail,
+// newest first (by their job-wide sequence): the checkpoints the job
+// serves, whose pointer files a restart shows.
+func (s *Store) ServedDatasets() []string {
 	s.mu.Lock()
-	var served []*Dataset
+	var served []Info
 	for _, d := range s.datasets {
 		if info := d.Info(); info.Seq > 0 && info.State != Failed {
-			served = append(served, d)
+			served = append(served, info)
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(served, func(a, b *Dataset) int { return cmp.Compare(a.Info().Seq, b.Info().Seq) })
-	var snap []Pointer
-	for i := len(served) - 1; i >= 0; i-- {
-		ps, err := LoadPointers(served[i].Dir())
-		if err != nil {
-			s.log.Warn("pointer files kept with a dataset unreadable", "dataset", served[i].Name(), "err", err)
-			continue
-		}
-		if ps != nil {
-			snap = ps
-			break
-		}
+	slices.SortFunc(served, func(a, b Info) int { return cmp.Compare(b.Seq, a.Seq) })
+	names := make([]string, len(served))
+	for i, info := range served {
+		names[i] = info.Name
 	}
+	return names
+}
+
+// DatasetPointers returns the pointer files kept with dataset name, and
+// false when it kept none here.
+func (s *Store) DatasetPointers(name string) ([]Pointer, bool, error) {
+	d := s.Get(name)
+	if d == nil {
+		return nil, false, nil
+	}
+	ps, err := LoadPointers(d.Dir())
+	return ps, ps != nil, err
+}
+
+// KeepPointers keeps ps with dataset name (the job's nodes kept them with
+// it: this node rebuilt or fetched it without them).
+func (s *Store) KeepPointers(name string, ps []Pointer) error {
+	d := s.Get(name)
+	if d == nil {
+		return fmt.Errorf("keep pointer files with %s: %w", name, ErrNotFound)
+	}
+	return SavePointers(d.Dir(), ps)
+}
+
+// ShowPointers makes ps the pointer files shown: those of the checkpoint
+// a restart restored (package pointers decides which).
+func (s *Store) ShowPointers(ps []Pointer) {
 	s.mu.Lock()
 	old := s.pointers
 	s.pointers = pointers{}
-	for _, p := range snap {
+	for _, p := range ps {
 		s.pointers[p.Name] = p
 	}
 	s.mu.Unlock()
 	for name := range old {
 		s.report(Event{Kind: EventPointer, Path: name})
 	}
-	for _, p := range snap {
+	for _, p := range ps {
 		s.report(Event{Kind: EventPointer, Path: p.Name})
 	}
 }

@@ -33,6 +33,9 @@ func (f *FS) forget(r cache.Route) {
 			}
 		}
 	}
+	if len(names) == 0 {
+		return // go-fuse's RmChild of no name breaks on a tree not mounted yet
+	}
 	parent.RmChild(names...)
 	if f.server.Load() == nil {
 		return

@@ -65,7 +65,14 @@ func TestPointerFiles(t *testing.T) {
 	must(os.Mkdir(filepath.Join(tm.dir, "global_step200"), 0o755))
 	must(os.WriteFile(filepath.Join(tm.dir, "latest"), []byte("global_step200"), 0o644))
 	must(os.Remove(filepath.Join(tm.dir, "tracker.txt")))
-	tm.store.RestorePointers()
+	// As package pointers restores them: the newest recorded checkpoint's.
+	served := tm.store.ServedDatasets()
+	if len(served) != 1 || served[0] != "global_step100" {
+		t.Fatalf("served datasets %v, want [global_step100]", served)
+	}
+	ps, _, err = tm.store.DatasetPointers(served[0])
+	must(err)
+	tm.store.ShowPointers(ps)
 	if b, err := os.ReadFile(filepath.Join(tm.dir, "latest")); err != nil || string(b) != "global_step100" {
 		t.Fatalf("latest after the restore reads %q, %v", b, err)
 	}

@@ -199,4 +199,5 @@ func (n *Node) Close() {
 	n.Protect.Close()
 	n.Flusher.Close()
 	n.Namespace.Close()
+	n.Pointers.Close()
 }

@@ -44,7 +44,7 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 	if !n.haveCheckpoint() {
 		n.Flusher.Fetch(ctx)
 	}
-	n.Pointers.Restore()
+	n.Pointers.Restored(ctx)
 }
 
 // haveCheckpoint reports whether a completed dataset is in the cache.
