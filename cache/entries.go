@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 	"syscall"
 
 	"github.com/scrfs/scrfs/internal/beneath"
@@ -49,11 +50,33 @@ func (d *Dataset) EntryRenamed(from, to string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.renameWritesLocked(from, to)
-	if d.placeholders[from] {
-		delete(d.placeholders, from)
-		d.placeholders[to] = true
-	}
+	d.placeholders = renamedKeys(d.placeholders, from, to)
 }
+
+// renamedKeys returns m with path from, and the paths below it (a
+// directory renamed), moved to to; what was at to and below it goes.
+func renamedKeys[V any](m map[string]V, from, to string) map[string]V {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		if under(k, to) {
+			continue
+		}
+		out[k] = v
+	}
+	for k, v := range m {
+		if under(k, from) {
+			delete(out, k)
+			out[to+strings.TrimPrefix(k, from)] = v
+		}
+	}
+	return out
+}
+
+// under reports whether path p is dir or below it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
 
 // removePlaceholders removes the placeholders of d that stayed empty, as
 // d completes. Its state is not yet Complete: nothing else changes its

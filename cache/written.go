@@ -79,24 +79,11 @@ func (d *Dataset) forgetWritesLocked(rel string) {
 	delete(d.writes.bypassed, rel)
 }
 
-// renameWritesLocked moves what was written to from to to, which it
-// replaces. d.mu is held.
+// renameWritesLocked moves what was written to from (and below it) to to,
+// which it replaces. d.mu is held.
 func (d *Dataset) renameWritesLocked(from, to string) {
-	r, b := d.writes.ranges[from], d.writes.bypassed[from]
-	d.forgetWritesLocked(from)
-	d.forgetWritesLocked(to)
-	if r != nil {
-		if d.writes.ranges == nil {
-			d.writes.ranges = map[string]*files.Ranges{}
-		}
-		d.writes.ranges[to] = r
-	}
-	if b {
-		if d.writes.bypassed == nil {
-			d.writes.bypassed = map[string]bool{}
-		}
-		d.writes.bypassed[to] = true
-	}
+	d.writes.ranges = renamedKeys(d.writes.ranges, from, to)
+	d.writes.bypassed = renamedKeys(d.writes.bypassed, from, to)
 }
 
 // partialLocked returns the files of d known byte by byte: written only

@@ -246,6 +246,26 @@ func TestSharedNamespace(t *testing.T) {
 		}
 	})
 
+	t.Run("a directory renamed with what every node wrote in it", func(t *testing.T) {
+		j := newSharedJob(t)
+		posixOK(t, "mkdir", j.at(0, "default.tmp"))
+		for i := range j.c.Nodes {
+			posixOK(t, "mkdir", j.at(i, "default.tmp", fmt.Sprintf("process_%d", i)))
+			posixOK(t, "dd", "if="+j.a, "of="+j.at(i, "default.tmp", fmt.Sprintf("process_%d", i), "d"), "bs=64k", "count=1", "status=none")
+		}
+		// As Orbax commits an item once every process wrote its part.
+		posixOK(t, "mv", j.at(0, "default.tmp"), j.at(0, "default"))
+		for i := range j.c.Nodes {
+			if exists(t, j.at(i, "default.tmp")) || !exists(t, j.at(i, "default", "process_3", "d")) {
+				t.Fatalf("node %d does not show node 0's rename of default.tmp to default", i)
+			}
+		}
+		j.complete(t, "protected")
+		for i := range j.c.Nodes {
+			j.everywhere(t, fmt.Sprintf("default/process_%d/d", i), j.aBytes[:64<<10])
+		}
+	})
+
 	t.Run("two nodes write disjoint halves", func(t *testing.T) {
 		j := newSharedJob(t)
 		// As the reproduction: dd conv=notrunc on both nodes.

@@ -34,7 +34,7 @@ type Job interface {
 	// RemoveName and RenameName remove or rename an entry on the other
 	// nodes that hold it.
 	RemoveName(ctx context.Context, ds, rel string, dir bool) error
-	RenameName(ctx context.Context, ds, from, to string) error
+	RenameName(ctx context.Context, ds, from, to string, dir bool) error
 	// ListNames returns the entries in directory dir of ds that any node
 	// created (Path is the name in dir).
 	ListNames(ctx context.Context, ds, dir string) ([]files.Meta, error)
@@ -58,7 +58,7 @@ func (alone) LookupName(context.Context, string, string) (files.Meta, error) {
 	return files.Meta{}, syscall.ENOENT
 }
 func (alone) RemoveName(context.Context, string, string, bool) error          { return nil }
-func (alone) RenameName(context.Context, string, string, string) error        { return nil }
+func (alone) RenameName(context.Context, string, string, string, bool) error  { return nil }
 func (alone) ListNames(context.Context, string, string) ([]files.Meta, error) { return nil, nil }
 func (alone) ChangePointers(context.Context, []cache.Pointer, []string) error {
 	return nil // the mount changes its store itself (FS.changePointers)

@@ -99,9 +99,9 @@ func (f *FS) removeName(ctx context.Context, d *cache.Dataset, rel string, dir b
 }
 
 // renameName tells the job that entry e of n (from inside its dataset) is
-// being renamed to to. A directory is not: every entry below it would
-// change owners, so it is EXDEV, which mv answers by copying. Exchanging
-// two entries is not either.
+// being renamed to to: a file or symlink, or a directory with everything
+// below it (every node's copy moves with it). Exchanging two entries is
+// not done job-wide: EINVAL.
 func (n *dsNode) renameName(ctx context.Context, e entry, from, to string, flags uint32) syscall.Errno {
 	f := n.fsys
 	if !f.namesShared(n.ds) {
@@ -114,15 +114,13 @@ func (n *dsNode) renameName(ctx context.Context, e entry, from, to string, flags
 	if err := e.lstat(&st); err != nil {
 		return f.toErrno(err)
 	}
-	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		return syscall.EXDEV
-	}
-	if flags&unix.RENAME_NOREPLACE != 0 {
+	dir := st.Mode&syscall.S_IFMT == syscall.S_IFDIR
+	if flags&unix.RENAME_NOREPLACE != 0 && !dir {
 		if _, err := f.job.LookupName(ctx, n.ds.Name(), to); err == nil {
 			return syscall.EEXIST
 		}
 	}
-	errno := f.toErrno(f.job.RenameName(ctx, n.ds.Name(), from, to))
+	errno := f.toErrno(f.job.RenameName(ctx, n.ds.Name(), from, to, dir))
 	if errno == syscall.ENOENT { // the job does not know it: this node's alone
 		return 0
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scrfs/scrfs/internal/sleep"
@@ -55,8 +56,7 @@ func (n *Names) Remove(ctx context.Context, ds, rel string, dir bool) error {
 // Rename renames entry from of writing dataset ds to to, job-wide, replacing
 // what was at to: every other holder of from renames its copy, and every
 // other holder of what was at to (and of nothing at from) removes it. The
-// caller renames its own. Directories are not renamed this way (the
-// entries below them would all change owners): the caller refuses them.
+// caller renames its own. A directory is renamed by RenameDir.
 func (n *Names) Rename(ctx context.Context, ds, from, to string) error {
 	e, err := ask(ctx, n, from, "remove", n.serveRemove, pathMsg{ds, from})
 	if err != nil {
@@ -81,6 +81,65 @@ func (n *Names) Rename(ctx context.Context, ds, from, to string) error {
 		n.tell(ctx, gone, applyMsg{pathMsg: pathMsg{ds, to}})
 	}
 	return nil
+}
+
+// RenameDir renames directory from of writing dataset ds to to, job-wide
+// (Orbax renames default.orbax-checkpoint-tmp to default inside its step
+// directory once every process wrote its part). Every entry at or below
+// from changes its path, and so, most of them, their owner: every node
+// moves the entries it owns to their new owners, and every other node
+// renames its copy of the directory; the caller renames its own. to must
+// not exist (ErrExists). Run once every node is done creating below from,
+// as the application's rename is.
+func (n *Names) RenameDir(ctx context.Context, ds, from, to string) error {
+	if _, err := ask(ctx, n, to, "peek", n.servePeek, pathMsg{ds, to}); err == nil {
+		return fmt.Errorf("%s/%s: %w", ds, to, ErrExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	ctx, cancel := n.callContext(ctx)
+	defer cancel()
+	var failed error
+	n.net.FanoutEach(ctx, n.all(), "movedir", moveMsg{pathMsg: pathMsg{ds, from}, To: to, Caller: n.self}, func(node int, r jobnet.Reply) {
+		if err := r.Decode(nil); err != nil && failed == nil {
+			failed = fmt.Errorf("names: rename %s/%s to %s: node %d: %w", ds, from, to, node, err)
+		}
+	})
+	return failed
+}
+
+// moveDir moves what this node owns of directory m.Path (and below) to
+// m.To, handing each entry to its new owner, and renames this node's copy
+// of the directory unless it is the caller's.
+func (n *Names) moveDir(ctx context.Context, m moveMsg) error {
+	if err := n.speaksFor(m.Dataset); err != nil && !errors.Is(err, errNotYet) {
+		return err
+	}
+	byOwner := map[int]map[string]Entry{}
+	for rel, e := range n.own.take(m.Dataset, m.Path) {
+		moved := m.To + strings.TrimPrefix(rel, m.Path)
+		o := n.owner(moved)
+		if byOwner[o] == nil {
+			byOwner[o] = map[string]Entry{}
+		}
+		byOwner[o][moved] = e
+	}
+	for o, es := range byOwner {
+		msg := adoptMsg{Dataset: m.Dataset, Entries: es}
+		var err error
+		if o == n.self {
+			_, err = n.serveAdopt(n.self, msg)
+		} else {
+			err = n.net.Call(ctx, o, "adopt", msg, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("hand the entries below %s/%s to node %d: %w", m.Dataset, m.To, o, err)
+		}
+	}
+	if m.Caller == n.self {
+		return nil
+	}
+	return n.o.Store.RenameEntry(m.Dataset, m.Path, m.To)
 }
 
 // List returns every entry directly in directory dir ("" for the root) of

@@ -229,6 +229,49 @@ func TestRenameMovesEveryCopy(t *testing.T) {
 	}
 }
 
+// TestRenameDirMovesEverything: a directory renamed on one node (Orbax's
+// default.orbax-checkpoint-tmp to default) moves every entry below it to
+// its new path and owner, every other node renames its copy, and a
+// target that exists is refused.
+func TestRenameDirMovesEverything(t *testing.T) {
+	j := newJob(t, 4)
+	ctx := context.Background()
+	must(t, errOf(j.names[0].Create(ctx, "ckpt.1", "tmp", dir, false)))
+	var inside []string
+	for i := range 4 {
+		p := fmt.Sprintf("tmp/ocdbt.process_%d", i)
+		must(t, errOf(j.names[i].Create(ctx, "ckpt.1", p, dir, false)))
+		must(t, errOf(j.names[i].Create(ctx, "ckpt.1", p+"/d", file, false)))
+		inside = append(inside, fmt.Sprintf("ocdbt.process_%d", i))
+	}
+	must(t, errOf(j.names[1].Create(ctx, "ckpt.1", "taken", dir, false)))
+	if err := j.names[2].RenameDir(ctx, "ckpt.1", "tmp", "taken"); !errors.Is(err, names.ErrExists) {
+		t.Fatalf("rename onto an existing entry: %v, want ErrExists", err)
+	}
+	must(t, j.names[2].RenameDir(ctx, "ckpt.1", "tmp", "default"))
+	for i := range 4 {
+		got, err := j.names[i].List(ctx, "ckpt.1", "default")
+		if err != nil || !slices.Equal(slices.Sorted(maps.Keys(got)), inside) {
+			t.Fatalf("node %d lists default as %v, %v; want %v", i, slices.Sorted(maps.Keys(got)), err, inside)
+		}
+		if e, err := j.names[i].Lookup(ctx, "ckpt.1", "default/ocdbt.process_3/d"); err != nil || e.Type != file.Type {
+			t.Fatalf("node %d looks up a file below the renamed directory: %+v, %v", i, e, err)
+		}
+		if _, err := j.names[i].Lookup(ctx, "ckpt.1", "tmp/ocdbt.process_0/d"); !errors.Is(err, names.ErrNotFound) {
+			t.Fatalf("node %d still finds the old path: %v", i, err)
+		}
+	}
+	for i, c := range j.copies {
+		want := []string{"rename ckpt.1/tmp to default"}
+		if i == 2 { // the caller renames its own copy
+			want = nil
+		}
+		if got := c.done(); !slices.Equal(got, want) {
+			t.Errorf("node %d did %v to its copies, want %v", i, got, want)
+		}
+	}
+}
+
 // TestListGathersEveryOwner: a directory's entries, owned by several
 // nodes, are listed whole on any node; a dropped dataset lists nothing.
 func TestListGathersEveryOwner(t *testing.T) {

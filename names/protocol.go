@@ -2,7 +2,9 @@ package names
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/scrfs/scrfs/files"
 	"github.com/scrfs/scrfs/jobnet"
@@ -78,6 +80,51 @@ func (m applyMsg) Check() error {
 	return files.CheckPath(m.To)
 }
 
+// moveMsg asks every node to move a directory of a writing dataset, and
+// what it owns of it, to To.
+type moveMsg struct {
+	pathMsg
+	To     string `json:"to"`
+	Caller int    `json:"caller"`
+}
+
+// Check implements jobnet.Checker.
+func (m moveMsg) Check() error {
+	if err := m.pathMsg.Check(); err != nil {
+		return err
+	}
+	if err := files.CheckPath(m.To); err != nil {
+		return err
+	}
+	if m.To == m.Path || strings.HasPrefix(m.To, m.Path+"/") {
+		return fmt.Errorf("move %s into itself (%s)", m.Path, m.To)
+	}
+	return nil
+}
+
+// adoptMsg hands a node entries it owns now: a directory above them was
+// renamed.
+type adoptMsg struct {
+	Dataset string           `json:"dataset"`
+	Entries map[string]Entry `json:"entries"`
+}
+
+// Check implements jobnet.Checker.
+func (m adoptMsg) Check() error {
+	if err := layout.CheckDatasetName(m.Dataset); err != nil {
+		return err
+	}
+	for rel, e := range m.Entries {
+		if err := files.CheckPath(rel); err != nil {
+			return err
+		}
+		if err := checkEntry(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // handle registers the requests of the names protocol: what an owner
 // serves (the same functions answer this node's own names directly, see
 // ask) and what a holder applies.
@@ -87,6 +134,11 @@ func (n *Names) handle() {
 	jobnet.Handle(n.net, "remove", served(n.serveRemove))
 	jobnet.Handle(n.net, "put", served(n.servePut))
 	jobnet.Handle(n.net, "list", served(n.serveList))
+	jobnet.Handle(n.net, "adopt", served(n.serveAdopt))
+	jobnet.Handle(n.net, "peek", served(n.servePeek))
+	jobnet.Handle(n.net, "movedir", func(ctx context.Context, from int, m moveMsg) (any, error) {
+		return struct{}{}, n.moveDir(ctx, m)
+	})
 	jobnet.Handle(n.net, "apply", func(ctx context.Context, from int, m applyMsg) (any, error) {
 		if m.To != "" {
 			return struct{}{}, n.o.Store.RenameEntry(m.Dataset, m.Path, m.To)
@@ -132,6 +184,25 @@ func (n *Names) servePut(from int, m putMsg) (putReply, error) {
 		return putReply{}, err
 	}
 	return putReply{Old: n.own.put(m.Dataset, m.Path, m.Entry)}, nil
+}
+
+// servePeek answers whether entry m.Path exists, without counting the
+// asking node among its holders (it makes no copy of it).
+func (n *Names) servePeek(from int, m pathMsg) (Entry, error) {
+	if err := n.speaksFor(m.Dataset); err != nil {
+		return Entry{}, err
+	}
+	return n.own.peek(m.Dataset, m.Path)
+}
+
+func (n *Names) serveAdopt(from int, m adoptMsg) (struct{}, error) {
+	if err := n.speaksFor(m.Dataset); err != nil && !errors.Is(err, errNotYet) {
+		return struct{}{}, err
+	}
+	for rel, e := range m.Entries {
+		n.own.put(m.Dataset, rel, e)
+	}
+	return struct{}{}, nil
 }
 
 func (n *Names) serveList(from int, m listMsg) (map[string]Entry, error) {

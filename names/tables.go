@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/scrfs/scrfs/files"
@@ -92,6 +93,31 @@ func (t *tables) list(ds, dir string) map[string]Entry {
 	for rel, e := range t.byDataset[ds] {
 		if parentOf(rel) == dir {
 			out[path.Base(rel)] = copyEntry(e)
+		}
+	}
+	return out
+}
+
+// peek returns the entry at rel of ds.
+func (t *tables) peek(ds, rel string) (Entry, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.byDataset[ds][rel]
+	if e == nil {
+		return Entry{}, fmt.Errorf("%s/%s: %w", ds, rel, ErrNotFound)
+	}
+	return copyEntry(e), nil
+}
+
+// take removes and returns the entries of ds at dir and below it.
+func (t *tables) take(ds, dir string) map[string]Entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]Entry{}
+	for rel, e := range t.byDataset[ds] {
+		if rel == dir || strings.HasPrefix(rel, dir+"/") {
+			out[rel] = *e
+			delete(t.byDataset[ds], rel)
 		}
 	}
 	return out

@@ -90,10 +90,13 @@ func (n *Node) RemoveName(ctx context.Context, ds, rel string, dir bool) error {
 }
 
 // RenameName renames entry from of writing dataset ds to to on every
-// other node.
-func (n *Node) RenameName(ctx context.Context, ds, from, to string) error {
+// other node (dir: a directory, and what is below it).
+func (n *Node) RenameName(ctx context.Context, ds, from, to string, dir bool) error {
 	ctx, stop := n.forNames(ctx)
 	defer stop()
+	if dir {
+		return n.Names.RenameDir(ctx, ds, from, to)
+	}
 	return n.Names.Rename(ctx, ds, from, to)
 }
 
