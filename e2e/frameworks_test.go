@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -25,25 +24,11 @@ import (
 // (replay_<framework>_test.go): the file operations every rank does, in
 // order, with the barriers between them, on 4 daemons, one rank per node's
 // mount. The bytes are synthetic (seeded), the names, flags, order and
-// which rank does what are the framework's. The tests need root pointer
-// files (the pointer completion rule among them) and a checkpoint that is
-// there the moment the daemons start, which are not built yet: they run
-// only with -scrfs.frameworks; the flag goes once the feature lands (Orbax's
-// default mode also renames a directory inside the checkpoint it writes,
-// see replay_orbax_test.go). TestFrameworkReplaysReference runs every
-// replay on a plain directory, as on a parallel file system, and always
-// runs.
-var frameworks = flag.Bool("scrfs.frameworks", false,
-	"run issue 25's framework replays through the mounts, which fail until root pointer files and restore-before-mount are built")
-
-// requireFrameworks skips a replay through the mounts unless
-// -scrfs.frameworks asks for it.
-func requireFrameworks(t *testing.T) {
-	t.Helper()
-	if !*frameworks {
-		t.Skip("acceptance test of issue 25 (root pointer files, the checkpoint there at once on restart), which is not built yet: run with -scrfs.frameworks")
-	}
-}
+// which rank does what are the framework's. They rely on the pointer files
+// at the mount root (the rule pointer:NAME among them) and, for Orbax's
+// default mode, on a directory renamed inside the checkpoint being
+// written (replay_orbax_test.go). TestFrameworkReplaysReference runs every
+// replay on a plain directory, as on a parallel file system.
 
 // framework is one framework's replay: its save and its find-latest, the
 // configuration the guide recommends for it, and where a save is killed.
@@ -548,7 +533,6 @@ func TestFrameworkReplays(t *testing.T) {
 	for i := range replayFrameworks {
 		fw := &replayFrameworks[i]
 		t.Run(fw.name, func(t *testing.T) {
-			requireFrameworks(t)
 			requireFUSE(t)
 			replay(t, fw)
 		})
