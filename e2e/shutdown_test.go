@@ -99,7 +99,7 @@ func TestMkdirInterrupted(t *testing.T) {
 }
 
 // TestStopWithPeerDown: SIGTERM unmounts and stops a daemon within
-// stopBound while an application's mkdir waits for node 0, which hangs;
+// stopBound (its mountpoint no longer mounted) while an application's mkdir waits for node 0, which hangs;
 // the application's call fails with EINTR rather than hang.
 func TestStopWithPeerDown(t *testing.T) {
 	n, _, result := mkdirWaitingForNode0(t)
@@ -109,11 +109,15 @@ func TestStopWithPeerDown(t *testing.T) {
 		t.Fatalf("SIGTERM with node 0 hung and a mkdir waiting for it: exit %v", err)
 	}
 	t.Logf("stopped %v after SIGTERM", time.Since(start))
+	if mounted(n.Mount) {
+		t.Fatal("still mounted after the daemon exited")
+	}
 	awaitEINTR(t, "the mkdir the stopped daemon was serving", result)
 }
 
 // TestStopUnderLoad: with every core busy, a job of two daemons that has
-// written and protected a checkpoint stops within stopBound of SIGTERM.
+// written and protected a checkpoint stops within stopBound of SIGTERM,
+// both mounts gone.
 func TestStopUnderLoad(t *testing.T) {
 	c := NewCluster(t, 2).Start()
 	for i, n := range c.Nodes {
@@ -135,6 +139,9 @@ func TestStopUnderLoad(t *testing.T) {
 	for i, n := range c.Nodes {
 		if err := n.WaitExit(stopBound); err != nil {
 			t.Fatalf("node %d under load: %v", i, err)
+		}
+		if mounted(n.Mount) {
+			t.Fatalf("node %d still mounted after it exited", i)
 		}
 	}
 	t.Logf("both stopped %v after SIGTERM, every core busy", time.Since(start))
