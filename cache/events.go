@@ -24,12 +24,14 @@ import (
 //	RuleFired  a completion rule fired here for a writing        completion (completion is job-wide:
 //	           dataset                                          node 0 completes it on every node)
 //	Completed  every file of a dataset is closed here and its    completion (node 0 waits for this node's
-//	           completion requested: it is complete here         share), transfer (flush.every counts it)
+//	           completion requested: it is complete here         share), transfer (a flush of the newest
+//	                                                            completed dataset waits for it)
 //	Recorded   the job agreed the dataset's record (SetRecord)   redundancy (protects it under its record),
 //	                                                            names (its names no longer change), fs
 //	                                                            (files several nodes wrote are read as one)
 //	Revised    its record was revised: a share moved (Revised)   namespace (reads the record again)
-//	Settled    its redundancy is settled here (Settled)          transfer (flushes wait for it)
+//	Settled    its redundancy is settled here (Settled)          transfer (flushes wait for it; node 0
+//	                                                            counts it towards flush.every)
 //	Adopted    scrfs put a dataset's files in place: fetched,    fs (the directory appeared)
 //	           rebuilt, or an empty share (Adopt)
 //	Fetched    the job fetched it from the prefix: every node    completion (node 0 records it again, so

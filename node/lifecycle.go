@@ -13,11 +13,13 @@ import (
 //   - a completion rule fires here: node 0 completes the dataset on every
 //     node (completion);
 //   - it completes here: node 0's request for this node's share goes on
-//     (completion), and it counts towards flush.every (transfer);
+//     (completion), and a flush of the newest completed dataset looks
+//     again (transfer);
 //   - it is renamed while written: the names it owns move with it (names);
 //   - the job agrees its record: its names no longer change (names), and
 //     it is protected under it (redundancy);
-//   - its redundancy settles: flushes that wait for it go on (transfer);
+//   - its redundancy settles: flushes that wait for it go on, and node 0
+//     counts it towards flush.every (transfer);
 //   - its record is revised (a share moved): other nodes' files of it are
 //     looked up anew (namespace);
 //   - the job fetched it from the prefix: node 0 records it again, so it

@@ -119,10 +119,10 @@ func (n *Node) OpenStream(ctx context.Context, to int, id string) (*Stream, erro
 		if err == nil {
 			return newStream(n, fc, to, id), nil
 		}
-		if ctx.Err() != nil && lastErr != nil {
+		if cause := cutShort(ctx); cause != nil && lastErr != nil {
 			// This try was cut short; the previous one says why the
 			// stream could not open.
-			return nil, fmt.Errorf("open stream %q to node %d: %w (last error: %w)", id, to, ctx.Err(), lastErr)
+			return nil, fmt.Errorf("open stream %q to node %d: %w (last error: %w)", id, to, cause, lastErr)
 		}
 		if errors.Is(err, ErrClosed) || errors.Is(err, ErrDuplicateStream) || ctx.Err() != nil {
 			return nil, fmt.Errorf("open stream %q to node %d: %w", id, to, err)
@@ -142,6 +142,21 @@ func (n *Node) OpenStream(ctx context.Context, to int, id string) (*Stream, erro
 			return nil, ErrClosed
 		}
 	}
+}
+
+// cutShort returns why ctx ended the try just made (nil while it has time
+// left). A dial or handshake bounded by ctx's deadline fails with a
+// timeout when the deadline passes, which can be a moment before ctx
+// itself reports that it ended: the two timers fire apart, the more so on
+// a loaded machine.
+func cutShort(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // AcceptStream waits for node from to open the stream id and returns it. A

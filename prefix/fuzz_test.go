@@ -63,7 +63,8 @@ func seedDocs(f *testing.F) {
 
 // FuzzDecodeIndex: arbitrary bytes never panic; what decodes re-encodes to
 // an index that decodes to the same value; an entry verifies only if the
-// tests' key signed exactly it, and stays verified through a round trip.
+// tests' key signed exactly it, and stays verified through a round trip;
+// the current mark is kept only if the key signed exactly that name.
 func FuzzDecodeIndex(f *testing.F) {
 	seedDocs(f)
 	p := &Prefix{s: newDirStore("/p"), key: fuzzKey, warned: map[string]bool{}, log: slog.New(slog.DiscardHandler)}
@@ -81,6 +82,9 @@ func FuzzDecodeIndex(f *testing.F) {
 			if e.Trust == Verified && e.MAC != fuzzKey.sum(kindEntry, entryBytes(e)) {
 				t.Fatalf("entry %s verified with a MAC the key did not make", e.Name)
 			}
+		}
+		if ix.Current != "" && ix.CurrentMAC != fuzzKey.sum(kindCurrent, []byte(ix.Current)) {
+			t.Fatalf("current mark %s kept with a MAC the key did not make", ix.Current)
 		}
 		out, err := encodeIndex(ix)
 		if err != nil {

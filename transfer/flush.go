@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,7 +28,8 @@ import (
 //	node 0:     once every node answered: prefix.CompleteFlush
 //	node 0 → i: "flush-done" D with the outcome; each node records it
 //
-// A round starts when the flush.every-th dataset settles on node 0, or on
+// A round starts when the flush.every-th dataset settles on node 0 (for
+// the newest that settled: datasets may settle out of order), or on
 // `scrfs flush` from any node ("flush-request" to node 0). A node whose link
 // is down longer than cluster.connect_timeout fails the round, naming it. A
 // crash anywhere leaves the index calling D "flushing" (never complete with
@@ -276,9 +278,27 @@ func (f *Flusher) Settled(name string) {
 	if !counted || f.every <= 0 || f.prefix == nil || n%uint64(f.every) != 0 {
 		return
 	}
+	name = f.newestCounted(name)
 	if _, _, err := f.startRound(name, false, fmt.Sprintf("flush.every = %d", f.every)); err != nil {
 		f.log.Warn("could not start a flush", "dataset", name, "err", err)
 	}
+}
+
+// newestCounted returns the newest dataset in this node's cache that
+// flush.every counted, name if none is newer. Datasets are protected at
+// once, so a newer one can settle before an older one: the count that
+// reaches flush.every flushes the newest that settled, never an older
+// one behind it.
+func (f *Flusher) newestCounted(name string) string {
+	dss := f.o.Store.Datasets()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(dss) - 1; i >= 0; i-- {
+		if n := dss[i].Name(); n == name || slices.Contains(f.state.Counted, n) {
+			return n
+		}
+	}
+	return name
 }
 
 // Lost records a dataset that left this node's cache.

@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // TestFlushOfDatasetNodeZeroLacks: node 0's "not found" reaches the node
@@ -56,6 +58,33 @@ func TestFlushEvery(t *testing.T) {
 	f.write("ckpt.1", 1<<10)
 	f.write("ckpt.2", 1<<10)
 	f.waitFlush("ckpt.2", cache.FlushDone)
+	if st := f.flushState(0, "ckpt.1"); st != "" {
+		t.Errorf("ckpt.1 flush state %q, want none", st)
+	}
+}
+
+// TestFlushEveryNewestSettled: the second dataset settles before the
+// first (the first's protect is held up); flush.every = 2 flushes the
+// newest settled dataset, ckpt.2, not ckpt.1, whose settle came second.
+func TestFlushEveryNewestSettled(t *testing.T) {
+	var held atomic.Bool
+	f := newFixture(t, 2, memnet.Faults{Delay: func(from, to int, kind string) time.Duration {
+		// The first readiness call is ckpt.1's protect's: ckpt.1 was
+		// recorded before ckpt.2 was written.
+		if jobnet.RequestKind(kind) == "redundancy.ready" && held.CompareAndSwap(false, true) {
+			return time.Second
+		}
+		return 0
+	}})
+	f.Cfg.Scheme, f.Cfg.SetSize = layout.Scheme{Kind: layout.KindPartner, Replicas: 1}, 2
+	f.Cfg.Options.Every = 2
+	f.startAll()
+	f.write("ckpt.1", 1<<10)
+	f.write("ckpt.2", 1<<10)
+	f.waitFlush("ckpt.2", cache.FlushDone)
+	if !held.Load() {
+		t.Fatal("no protect call was held up: the test did not make ckpt.2 settle first")
+	}
 	if st := f.flushState(0, "ckpt.1"); st != "" {
 		t.Errorf("ckpt.1 flush state %q, want none", st)
 	}
