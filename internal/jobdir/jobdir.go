@@ -188,7 +188,7 @@ func checkBase(d *Dir, anyOwner bool) error {
 	switch {
 	case st.Uid != 0 && st.Uid != euid && !anyOwner:
 		return &UnsafeError{Path: d.path, Why: fmt.Sprintf("the base directory belongs to %s, neither root nor you (%s)", who(st.Uid), who(euid)),
-			Fix: "its owner could replace anything scrfs creates there; choose a base of your own or a system one like /dev/shm (paths.cache_base, paths.control_base)"}
+			Fix: "its owner could replace anything scrfs creates there; choose a base of your own or a system one like /dev/shm (the setting that named it: paths.cache_base, paths.control_base or paths.prefix)"}
 	case st.Mode&0o022 != 0 && st.Mode&unix.S_ISVTX == 0:
 		return &UnsafeError{Path: d.path, Why: fmt.Sprintf("the base directory has mode %04o: others may write to it and it has no sticky bit", st.Mode&0o7777),
 			Fix: fmt.Sprintf("anyone could rename what scrfs creates there; run chmod +t %s (as /dev/shm and /tmp are) or choose another base", d.path)}
@@ -207,7 +207,7 @@ func checkOwn(d *Dir, anyOwner bool) error {
 	switch {
 	case st.Uid != euid && !anyOwner:
 		return &UnsafeError{Path: d.path, Why: fmt.Sprintf("it belongs to %s, not to %s who runs scrfs", who(st.Uid), who(euid)),
-			Fix: "another user may have created it to take over scrfs's files; have it removed, or choose another base (paths.cache_base, paths.control_base)"}
+			Fix: "another user may have created it to take over scrfs's files; have it removed, or choose another base (the setting that named it: paths.cache_base, paths.control_base or paths.prefix)"}
 	case st.Mode&0o022 != 0:
 		return &UnsafeError{Path: d.path, Why: fmt.Sprintf("it has mode %04o: group or others may write to it", st.Mode&0o7777),
 			Fix: fmt.Sprintf("run chmod go-w %s", d.path)}
