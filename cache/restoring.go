@@ -10,10 +10,51 @@ import (
 // mount's lookup of one waits until it is in place rather than answering
 // "no such file" (the application would start from an older checkpoint, or
 // none) or showing a half-restored tree. The wait is on the store's own
-// channels, bounded by what the restorer said it may take.
+// channels, bounded by what the restorer said it may take. Before all
+// that, at a start, every lookup and listing waits until the job decided
+// what it restores (Options.DecideWait).
 type restoring struct {
 	mu      sync.Mutex
 	entries map[string]*restoreEntry // by dataset name
+
+	decided     chan struct{} // closed by Decided; nil: nothing to wait for
+	decidedOnce sync.Once
+	waitedOnce  sync.Once // the log line of the first wait
+}
+
+// Decided tells the store that the job decided which checkpoint it
+// restores: lookups and listings no longer wait for it.
+func (s *Store) Decided() {
+	if s.restore.decided != nil {
+		s.restore.decidedOnce.Do(func() { close(s.restore.decided) })
+	}
+}
+
+// AwaitDecided blocks until the job decided what it restores (Decided),
+// at most Options.DecideWait, or until ctx ends.
+func (s *Store) AwaitDecided(ctx context.Context) {
+	ch := s.restore.decided
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+		return
+	default:
+	}
+	s.restore.waitedOnce.Do(func() {
+		s.log.Info("the mount waits for the job to decide which checkpoint it restores", "at_most", s.opts.DecideWait)
+	})
+	t := time.NewTimer(s.opts.DecideWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-t.C:
+		s.log.Warn("the job has not decided which checkpoint it restores: the mount shows what this node has",
+			"waited", s.opts.DecideWait)
+		s.Decided()
+	}
 }
 
 type restoreEntry struct {
@@ -49,6 +90,7 @@ func (s *Store) Restoring(r Route, wait time.Duration) (done func()) {
 // namespace directory at dir) belongs to a dataset being restored, or until
 // ctx ends (the application's call was interrupted).
 func (s *Store) AwaitRestored(ctx context.Context, dir, p string) {
+	s.AwaitDecided(ctx)
 	s.restore.mu.Lock()
 	var match *restoreEntry
 	for _, e := range s.restore.entries {

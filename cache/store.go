@@ -43,6 +43,12 @@ type Options struct {
 	// the run that created it (Info.Began).
 	Incarnation string
 
+	// DecideWait, when set, makes the mount's lookups and listings at a
+	// start wait, at most this long, until the job decided which
+	// checkpoint it restores (Decided): an application that looks for
+	// its newest checkpoint must not find none meanwhile.
+	DecideWait time.Duration
+
 	// emptied, for tests, hears of each pass of the emptier and how long
 	// deletes then wait (0: the trash is empty).
 	emptied func(wait time.Duration)
@@ -119,6 +125,9 @@ func Open(opts Options) (*Store, error) {
 
 		trashWake: make(chan struct{}, 1),
 		emptied:   make(chan struct{}),
+	}
+	if opts.DecideWait > 0 {
+		s.restore.decided = make(chan struct{})
 	}
 	if err := s.openDirs(); err != nil {
 		return nil, err

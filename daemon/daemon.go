@@ -185,6 +185,7 @@ func (d *Daemon) openStoreOnce() error {
 		Logger:      d.log,
 		Registerer:  d.reg,
 		Incarnation: d.incarnation,
+		DecideWait:  d.cfg.Restart.MemberTimeout.Duration,
 	})
 	if err != nil {
 		return err

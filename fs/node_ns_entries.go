@@ -61,6 +61,7 @@ func (n *nsNode) datasetRootNode(ctx context.Context, d *cache.Dataset, out *fus
 // anchored here.
 func (n *nsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.Errno) {
 	defer n.fsys.observe(opReaddir, time.Now(), &errno)
+	n.fsys.store.AwaitDecided(ctx)
 	var entries []fuse.DirEntry
 	for name, ch := range n.Children() {
 		if _, ok := ch.Operations().(*nsNode); ok {

@@ -34,6 +34,7 @@ type Store interface {
 	pointers.Store
 	ControlDir() *jobdir.Dir
 	FailWriting(reason string)
+	Decided()
 	Drop(name, why string) error
 	SetRecord(name string, seq uint64, completed time.Time) error
 	// Listen attaches the node to the store's dataset events.

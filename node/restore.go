@@ -45,6 +45,7 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 		n.Flusher.Fetch(ctx)
 	}
 	n.Pointers.Restored(ctx)
+	s.Decided()
 }
 
 // haveCheckpoint reports whether a completed dataset is in the cache.
