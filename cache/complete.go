@@ -169,12 +169,20 @@ func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
 }
 
 // rememberFailedLocked keeps a failed dataset for status, the newest
-// maxFailures. s.mu must be held.
+// maxFailures, one entry per name (the latest). s.mu must be held.
 func (s *Store) rememberFailedLocked(info Info) {
+	s.forgetFailedLocked(info.Name)
 	s.failed = append(s.failed, info)
 	if len(s.failed) > maxFailures {
 		s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
 	}
+}
+
+// forgetFailedLocked forgets the failure of dataset name: it failed again,
+// or a dataset of its name is here now (fetched, rebuilt, written again),
+// and status must not show two rows of one name. s.mu must be held.
+func (s *Store) forgetFailedLocked(name string) {
+	s.failed = slices.DeleteFunc(s.failed, func(i Info) bool { return i.Name == name })
 }
 
 // evictLocked drops the oldest completed datasets beyond the cache size,
@@ -215,8 +223,12 @@ func (s *Store) evictLocked() []Info {
 		}
 	}
 	if len(victims) == 0 {
+		if s.evictKeptLocked() {
+			s.persistLocked()
+		}
 		return nil
 	}
+	s.evictKeptLocked()
 	// The state without them first, then their files.
 	for _, d := range victims {
 		delete(s.datasets, d.Name())
