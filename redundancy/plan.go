@@ -68,7 +68,8 @@ type inventoryMsg struct {
 }
 
 // evicted says whether the node evicted dataset d by the cache size: it
-// holds none of it and at least CacheSize recorded datasets newer.
+// holds none of it and at least CacheSize recorded datasets newer (kept
+// failed ones do not count, as they do not in the cache).
 func (m *inventoryMsg) evicted(d invDataset) bool {
 	if m.CacheSize < 1 {
 		return false
@@ -78,7 +79,7 @@ func (m *inventoryMsg) evicted(d invDataset) bool {
 		if o.Name == d.Name {
 			return false
 		}
-		if o.Record.Seq > d.Record.Seq {
+		if o.Record.Seq > d.Record.Seq && o.State != cache.Failed {
 			newer++
 		}
 	}
@@ -95,6 +96,17 @@ const (
 	actProtect actionKind = "protect" // recorded everywhere but never encoded: encode it
 	actClear   actionKind = "clear"   // every member intact again: protected, no longer degraded
 	actRevise  actionKind = "revise"  // a newer record (a rebuilt share's new holder): keep it
+	actRevive  actionKind = "revive"  // failed and kept, and its members are back: serve it again
+	actView    actionKind = "view"    // completed while the node was away, or written by others: show it
+)
+
+// Where a dataset's revive and view come among its actions: the nodes
+// holding it kept serve it again before anything else is done with it
+// (they hold shares a rebuild reads), and nodes that hold no share of it
+// are told last, once a rebuild has said who holds what.
+const (
+	setRevive = -2
+	setView   = 1 << 30
 )
 
 // action is the plan for one redundancy set of one dataset.
@@ -109,6 +121,9 @@ type action struct {
 	Reason string
 	// To are the nodes the action concerns.
 	To []int
+	// Holders are the nodes that hold any of the dataset (a share, a
+	// kept copy, or only its record).
+	Holders []int
 }
 
 // memberStatus is where a member's share stands.
@@ -130,6 +145,8 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	holders := map[string]map[string][]holding{} // dataset → member → holdings
 	pending := map[string]map[string]bool{}      // dataset → identities whose record is on its way
 	on := map[string][]int{}                     // dataset → nodes holding any of it
+	shares := map[string]map[int]bool{}          // dataset → nodes holding a share of it
+	kept := map[string][]int{}                   // dataset → nodes holding it failed, its files kept
 	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
 	ids := map[int]string{}
 	for n, inv := range invs {
@@ -145,17 +162,21 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				newest[d.Name] = d
 			}
 			if holders[d.Name] == nil {
-				holders[d.Name], degraded[d.Name] = map[string][]holding{}, map[int]bool{}
+				holders[d.Name], degraded[d.Name], shares[d.Name] = map[string][]holding{}, map[int]bool{}, map[int]bool{}
 			}
 			for _, s := range d.Shares {
 				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact, data: s.Intact || s.Data})
+				shares[d.Name][n] = true
 			}
 			on[d.Name] = append(on[d.Name], n)
-			// Degraded, or recorded and never marked protected although
-			// its redundancy may be whole (a node killed between writing
-			// its redundancy file and recording the state): once every
-			// member is intact, it is protected.
-			if d.State == cache.Degraded || d.State == cache.Complete {
+			if d.State == cache.Failed {
+				kept[d.Name] = append(kept[d.Name], n)
+			}
+			// Degraded, failed and kept, or recorded and never marked
+			// protected although its redundancy may be whole (a node
+			// killed between writing its redundancy file and recording
+			// the state): once every member is intact, it is protected.
+			if d.State == cache.Degraded || d.State == cache.Complete || d.State == cache.Failed {
 				degraded[d.Name][n] = true
 			}
 		}
@@ -172,12 +193,15 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 		}
 		rec := d.Record
 		slices.Sort(on[name])
-		var free []int // nodes that hold nothing of the dataset
+		slices.Sort(kept[name])
+		var free []int // nodes that hold no share of the dataset
 		for _, n := range answered(invs) {
-			if !slices.Contains(on[name], n) {
+			if !shares[name][n] {
 				free = append(free, n)
 			}
 		}
+		names := memberNames(nodes, invs)
+		var acts []action
 		revised := rec
 		for s := range rec.Scheme.Sets {
 			set := rec.Set(s)
@@ -207,8 +231,8 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				}
 			}
 			anyDegraded := false
-			for _, n := range at {
-				anyDegraded = anyDegraded || (n >= 0 && degraded[name][n])
+			for _, n := range on[name] {
+				anyDegraded = anyDegraded || degraded[name][n]
 			}
 			if len(moved) > 0 {
 				// A member's own node is back with its share intact (or its
@@ -216,7 +240,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				// record follows where the share is.
 				revised = movedRecord(revised, s, moved)
 			}
-			for _, a := range decide(rec, s, set, status, data, at, free, anyDegraded) {
+			for _, a := range decide(rec, s, set, status, data, at, free, anyDegraded, names) {
 				switch a.Kind {
 				case actFail:
 					a.To = answered(invs)
@@ -225,22 +249,58 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				default:
 					a.To = on[name]
 				}
-				out = append(out, a)
+				acts = append(acts, a)
 			}
 		}
 		if revised != rec {
-			out = append(out, action{Kind: actRevise, Set: -1, To: answered(invs)})
+			acts = append(acts, action{Kind: actRevise, Set: -1, To: answered(invs)})
 		}
-		for i := range out {
-			if out[i].Dataset.Name == "" {
-				out[i].Dataset = d
-				out[i].Dataset.Record = revised
-			}
+		acts = append(acts, reviveAndView(acts, invs, d, kept[name], shares[name])...)
+		for i := range acts {
+			acts[i].Dataset = d
+			acts[i].Dataset.Record = revised
+			acts[i].Holders = on[name]
 		}
+		out = append(out, acts...)
 	}
 	slices.SortFunc(out, func(a, b action) int {
 		return cmp.Or(cmp.Compare(b.Dataset.Record.Seq, a.Dataset.Record.Seq), cmp.Compare(a.Set, b.Set))
 	})
+	return out
+}
+
+// reviveAndView returns what the nodes that hold dataset d kept (failed)
+// and those that hold no share of it do, given the actions acts planned
+// for its sets: unless it fails again, the kept copies are served again,
+// and every answering node that holds no share of it (it completed while
+// the node was away, or in a job without the node) shows it, in the state
+// the others hold it in — unless the node evicted it by the cache size.
+func reviveAndView(acts []action, invs map[int]*inventoryMsg, d invDataset, kept []int, shares map[int]bool) []action {
+	reason := ""
+	var rebuilt []int
+	for _, a := range acts {
+		switch a.Kind {
+		case actFail:
+			return nil
+		case actDegrade:
+			reason = a.Reason
+		case actRebuild:
+			rebuilt = append(rebuilt, a.Nodes...)
+		}
+	}
+	var out []action
+	if len(kept) > 0 {
+		out = append(out, action{Kind: actRevive, Set: setRevive, To: kept})
+	}
+	var viewers []int
+	for _, n := range answered(invs) {
+		if !shares[n] && !slices.Contains(rebuilt, n) && !invs[n].evicted(d) && !slices.Contains(invs[n].Pending, d.Name) {
+			viewers = append(viewers, n)
+		}
+	}
+	if len(viewers) > 0 {
+		out = append(out, action{Kind: actView, Set: setView, To: viewers, Reason: reason})
+	}
 	return out
 }
 
@@ -284,7 +344,7 @@ func (h holding) rank(m *record.Member) int {
 // while every node answered, or whose copies are damaged, count as lost: a
 // member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, free []int, degraded bool) []action {
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, free []int, degraded bool, names namer) []action {
 	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
 	var lost, away, gone []int
 	anyIntact := false
@@ -306,9 +366,9 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		case len(gone) == 0 && len(away) == 0:
 			return one(actProtect, "")
 		case len(gone) > 0:
-			return one(actFail, "never protected, and the shares of "+memberList(set, gone)+" are gone")
+			return one(actFail, "never protected, and the shares of "+names.list(set, gone)+" are gone")
 		default:
-			return one(actDegrade, "never protected; waiting for "+memberList(set, away))
+			return one(actDegrade, "never protected; waiting for "+names.list(set, away))
 		}
 	}
 	p, err := paramsOf(rec, len(set))
@@ -320,18 +380,18 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		// node that is away): only redundancy data is missing, encodes
 		// cut off. Encode again, once everyone is here.
 		if len(away) > 0 {
-			return one(actDegrade, "its redundancy data is incomplete; encoding again waits for "+memberList(set, away))
+			return one(actDegrade, "its redundancy data is incomplete; encoding again waits for "+names.list(set, away))
 		}
 		return one(actProtect, "")
 	}
 	if err != nil {
-		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", memberList(set, lost), rec.Scheme.Kind))
+		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", names.list(set, lost), rec.Scheme.Kind))
 	}
 	switch {
 	case len(away) > 0 && len(lost) > 0:
-		return one(actDegrade, "lost the shares of "+memberList(set, lost)+"; the rebuild waits for "+memberList(set, away)+" (unreachable)")
+		return one(actDegrade, "lost the shares of "+names.list(set, lost)+"; the rebuild waits for "+names.list(set, away)+" (unreachable)")
 	case len(away) > 0:
-		return one(actDegrade, memberList(set, away)+" unreachable; rebuild waits for it")
+		return one(actDegrade, names.list(set, away)+" unreachable; rebuild waits for it")
 	case len(lost) > 0:
 		return []action{{Set: s, Kind: actRebuild, Lost: lost, Nodes: hosts(set, status, at, free)}}
 	}
@@ -415,18 +475,86 @@ func distinct(ns []int) []int {
 	return slices.Compact(out)
 }
 
-// memberList names the members of some ranks by the node that wrote
-// them: "node 3" or "nodes 1, 4".
-func memberList(set []*record.Member, ranks []int) string {
-	names := make([]string, 0, len(ranks))
-	for _, r := range ranks {
-		names = append(names, strconv.Itoa(set[r].Node))
+// namer names the members of a set by the nodes of this job, which are
+// not always the nodes that wrote them: the job may run on another node
+// list, in another order, with a node wiped. The zero namer names every
+// member by the index of the node that wrote it.
+type namer struct {
+	nodes int            // nodes in the job
+	at    map[string]int // identity → index of the answering node of that identity
+	id    map[int]string // index → identity of the node that answered there
+}
+
+// memberNames is the namer of a stock-taking of a job of nodes.
+func memberNames(nodes int, invs map[int]*inventoryMsg) namer {
+	nm := namer{nodes: nodes, at: map[string]int{}, id: map[int]string{}}
+	for n, inv := range invs {
+		nm.at[inv.ID], nm.id[n] = n, inv.ID
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		x, _ := strconv.Atoi(a)
-		y, _ := strconv.Atoi(b)
-		return x - y
-	})
+	return nm
+}
+
+// index returns the index in this job of the node of member m of set:
+// the node that holds its share or has its identity; else the index it
+// wrote it under, unless that index now belongs to a node of another
+// member of the set (the job runs in another order) or lies beyond the
+// job: then -1, its node is not known.
+func (nm namer) index(set []*record.Member, m *record.Member) int {
+	if nm.at == nil {
+		return m.Node
+	}
+	for _, id := range []string{m.HeldBy(), m.ID} {
+		if n, ok := nm.at[id]; ok {
+			return n
+		}
+	}
+	if m.Node >= nm.nodes {
+		return -1
+	}
+	if id, up := nm.id[m.Node]; up {
+		for _, o := range set {
+			if o != m && (o.ID == id || o.HeldBy() == id) {
+				return -1
+			}
+		}
+	}
+	return m.Node
+}
+
+// list names the members of some ranks: "node 3" or "nodes 1, 4" by
+// their index in this job (a node wiped or replaced at its index is still
+// that node); members whose node is not known, by the index they wrote
+// under: "the members nodes 5, 6 wrote (on no node that answered)".
+func (nm namer) list(set []*record.Member, ranks []int) string {
+	var here, gone []int
+	for _, r := range ranks {
+		if n := nm.index(set, set[r]); n >= 0 {
+			here = append(here, n)
+		} else {
+			gone = append(gone, set[r].Node)
+		}
+	}
+	var parts []string
+	if len(here) > 0 {
+		parts = append(parts, nodeList(here))
+	}
+	if len(gone) > 0 {
+		s := "the member " + nodeList(gone) + " wrote (on no node that answered)"
+		if len(gone) > 1 {
+			s = "the members " + nodeList(gone) + " wrote (on no node that answered)"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " and ")
+}
+
+// nodeList names node indices: "node 3" or "nodes 1, 4".
+func nodeList(ns []int) string {
+	ns = distinct(ns)
+	names := make([]string, len(ns))
+	for i, n := range ns {
+		names[i] = strconv.Itoa(n)
+	}
 	if len(names) == 1 {
 		return "node " + names[0]
 	}

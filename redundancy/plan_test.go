@@ -111,6 +111,10 @@ func TestPlan(t *testing.T) {
 				}
 				return
 			}
+			// Nodes that hold no share of it (wiped ones) are shown it last.
+			if len(acts) == 2 && acts[1].Kind == actView {
+				acts = acts[:1]
+			}
 			if len(acts) != 1 {
 				t.Fatalf("plan %+v, want one action", acts)
 			}
@@ -173,8 +177,12 @@ func TestPlanHostedTwiceStaysDegraded(t *testing.T) {
 		3: inv(3, "new3"),
 	}
 	acts := plan(4, invs)
-	if len(acts) != 1 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 0 holds the shares of two members") {
+	if len(acts) != 2 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 0 holds the shares of two members") {
 		t.Fatalf("plan %+v", acts)
+	}
+	// The wiped node 3 shows it, degraded as the others hold it.
+	if a := acts[1]; a.Kind != actView || !slices.Equal(a.To, []int{3}) || a.Reason != acts[0].Reason {
+		t.Fatalf("plan %+v, want node 3 shown c, degraded", acts)
 	}
 }
 
@@ -307,5 +315,72 @@ func TestPlanIntactButComplete(t *testing.T) {
 	invs[0].Datasets[0].State = cache.Complete
 	if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actClear || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
 		t.Fatalf("plan %+v, want c cleared on every node", acts)
+	}
+}
+
+// TestPlanKeptServedAgain: nodes 0 and 1 failed the dataset while nodes 2
+// and 3 were away (a job restarted on two nodes) and kept their files;
+// back with every node, every member is intact: the kept copies are
+// served again first, then the set is protected on every node.
+func TestPlanKeptServedAgain(t *testing.T) {
+	r := rec("c", 1, "xor", 0, 0)
+	invs := own(r, nil)
+	for _, n := range []int{0, 1} {
+		invs[n].Datasets[0].State = cache.Failed
+	}
+	acts := plan(4, invs)
+	if len(acts) != 2 || acts[0].Kind != actRevive || !slices.Equal(acts[0].To, []int{0, 1}) ||
+		acts[1].Kind != actClear || !slices.Equal(acts[1].To, []int{0, 1, 2, 3}) {
+		t.Fatalf("plan %+v, want c revived on nodes 0 and 1, then cleared everywhere", acts)
+	}
+	// Still beyond what XOR tolerates: it fails again, kept, and nothing
+	// is served.
+	delete(invs, 2)
+	delete(invs, 3)
+	acts = plan(2, invs)
+	if len(acts) != 1 || acts[0].Kind != actFail || !strings.Contains(acts[0].Reason, "the members nodes 2, 3 wrote (on no node that answered)") {
+		t.Fatalf("plan %+v, want c failed again, naming the members not in the job", acts)
+	}
+}
+
+// TestPlanReturningNodeShown: a dataset completed by nodes 0-2 while node
+// 3 was away is shown on node 3, as protected as the others hold it, and
+// a node that evicted it by the cache size is not shown it again.
+func TestPlanReturningNodeShown(t *testing.T) {
+	r := rec("c", 5, "xor", 0, 0)
+	r.Members = r.Members[:3]
+	invs := map[int]*inventoryMsg{3: inv(3, "")}
+	for n := range 3 {
+		invs[n] = inv(n, "", has(r, fmt.Sprintf("id%d", n)))
+	}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actView || !slices.Equal(acts[0].To, []int{3}) || acts[0].Reason != "" {
+		t.Fatalf("plan %+v, want c shown on node 3, protected", acts)
+	}
+	newer := func(name string, seq uint64) held { return has(rec(name, seq, "xor", 0, 0), "id3") }
+	invs[3] = inv(3, "", newer("d", 6), newer("e", 7))
+	for _, m := range invs {
+		m.CacheSize = 2
+	}
+	if acts := plan(4, invs); slices.ContainsFunc(acts, func(a action) bool { return a.Dataset.Name == "c" }) {
+		t.Fatalf("plan %+v, want nothing of c: node 3 evicted it", acts)
+	}
+}
+
+// TestPlanNamesNodesOfThisJob: a job restarted with its nodes in another
+// order names a member by its node's index now, not the index it wrote
+// it under ("node 2 unreachable" while node 2 is up was wrong).
+func TestPlanNamesNodesOfThisJob(t *testing.T) {
+	r := rec("c", 1, "xor", 0, 0)
+	// The caches of nodes 2 and 3 swapped places; node 2 (id3 now) is up,
+	// node 3 (id2) away.
+	invs := map[int]*inventoryMsg{
+		0: inv(0, "", has(r, "id0")),
+		1: inv(1, "", has(r, "id1")),
+		2: inv(2, "id3", has(r, "id3")),
+	}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actDegrade || acts[0].Reason != "the member node 2 wrote (on no node that answered) unreachable; rebuild waits for it" {
+		t.Fatalf("plan %+v, want c degraded waiting for the member node 2 wrote, not naming node 2, which is up", acts)
 	}
 }
