@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -110,6 +111,9 @@ type joinMsg struct {
 	// Pending are the datasets complete here but not yet recorded (node 0
 	// proves them now).
 	Pending []pendingDataset `json:"pending,omitempty"`
+	// Writing are the datasets being written here: a node 0 that restarted
+	// learns of them, and fails those it can no longer vouch for.
+	Writing []pendingDataset `json:"writing,omitempty"`
 }
 
 type pendingDataset struct {
@@ -120,7 +124,7 @@ type pendingDataset struct {
 
 // Check implements jobnet.Checker.
 func (m joinMsg) Check() error {
-	for _, p := range m.Pending {
+	for _, p := range slices.Concat(m.Pending, m.Writing) {
 		if err := layout.CheckRoute(p.Dataset, p.Kind, p.Root); err != nil {
 			return err
 		}
@@ -157,8 +161,12 @@ func (c *Completer) joining() joinMsg {
 	for _, ds := range c.o.Store.Datasets() {
 		info := ds.Info()
 		m.MaxSeq = max(m.MaxSeq, info.Seq)
-		if info.State.Completed() && info.Seq == 0 {
-			m.Pending = append(m.Pending, pendingDataset{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root})
+		p := pendingDataset{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root}
+		switch {
+		case info.State.Completed() && info.Seq == 0:
+			m.Pending = append(m.Pending, p)
+		case info.State == cache.Writing:
+			m.Writing = append(m.Writing, p)
 		}
 	}
 	return m
@@ -378,6 +386,9 @@ type failMsg struct {
 	Kind    string `json:"kind"`
 	Root    string `json:"root"`
 	Reason  string `json:"reason"`
+	// Seq, when set, fails the dataset recorded with that sequence too:
+	// its record could not be kept on every node.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Check implements jobnet.Checker.
@@ -385,7 +396,7 @@ func (m failMsg) Check() error { return layout.CheckRoute(m.Dataset, m.Kind, m.R
 
 func (c *Completer) handleFail(ctx context.Context, from int, m failMsg) (any, error) {
 	if ds := c.o.Store.Get(m.Dataset); ds != nil {
-		if ds.Info().Seq != 0 {
+		if seq := ds.Info().Seq; seq != 0 && seq != m.Seq {
 			return nil, fmt.Errorf("node %d holds %s recorded; refusing to fail it", c.self, m.Dataset)
 		}
 		return struct{}{}, c.o.Store.Fail(m.Dataset, m.Reason)
