@@ -99,6 +99,9 @@ var ErrorCodes = append([]jobnet.Code{
 	// record; an application on another node sees ENOSPC too.
 	{Name: "control_full", Err: cache.ErrControlFull},
 	{Name: "no_space", Err: syscall.ENOSPC},
+	// A fetch that failed for the prefix copy's fault is recorded in the
+	// index; one that failed for a node's own reason is not.
+	{Name: "bad_copy", Err: transfer.ErrBadCopy},
 }, names.Codes...)
 
 // New builds a node: it creates the protocols, registering their requests

@@ -16,9 +16,10 @@ const Incomplete = "incomplete: it was being written when the daemon stopped"
 // writers are gone and they were never complete. This run then joins node
 // 0, which proves the datasets complete here but never recorded. With
 // fromCache (SCR_DISTRIBUTE) the set takes stock and rebuilds what a lost
-// member held; without it the cache is cleared. When no completed dataset
-// is left, the newest complete one is fetched from the prefix. Flushes
-// start once it returns.
+// member held; without it the cache is cleared. Then the job restores the
+// newest intact checkpoint, wherever it is: the one the caches hold, or a
+// newer one it fetches from the prefix (transfer's Restore). Flushes start
+// once it returns.
 func (n *Node) Restore(ctx context.Context, fromCache bool) {
 	defer n.Flusher.Start()
 	s := n.store
@@ -41,19 +42,7 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 			}
 		}
 	}
-	if !n.haveCheckpoint() {
-		n.Flusher.Fetch(ctx)
-	}
-}
-
-// haveCheckpoint reports whether a completed dataset is in the cache.
-func (n *Node) haveCheckpoint() bool {
-	for _, ds := range n.store.Datasets() {
-		if ds.State().Completed() {
-			return true
-		}
-	}
-	return false
+	n.Flusher.Restore(ctx)
 }
 
 // recallRecords gives every dataset complete here whose state lacks its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
@@ -26,6 +27,9 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	}
 	man, err := f.prefix.ReadManifest(ctx, m.Dataset, m.Manifest)
 	if err != nil {
+		if copyFault(err) {
+			err = fmt.Errorf("%w: %w", ErrBadCopy, err)
+		}
 		return nil, err
 	}
 	staging := f.o.Store.StagingDir(m.Dataset)
@@ -45,9 +49,19 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	// shows every node all of them.
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	err = f.prefix.Fetch(ctx, m.Dataset, staging, entries, o)
+	if err == nil && m.RootMode != 0 {
+		if err = syscall.Chmod(staging, m.RootMode); err != nil {
+			err = fmt.Errorf("fetch %s: mode of its directory: %w", m.Dataset, err)
+		}
+	}
 	f.met.rate.WithLabelValues("fetch").Set(0)
 	if err != nil {
 		os.RemoveAll(staging)
+		if prefix.CopyFault(err) {
+			err = fmt.Errorf("%w: %w", ErrBadCopy, err)
+		} else {
+			f.log.Warn("fetch failed here for a reason of this node, not of the prefix copy", "dataset", m.Dataset, "err", err)
+		}
 		return nil, err
 	}
 	res := fetchReply{Seconds: time.Since(start).Seconds()}

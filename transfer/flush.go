@@ -183,6 +183,7 @@ func New(o Options) (*Flusher, error) {
 	jobnet.Handle(f.net, "flush-prepare", f.handlePrepare)
 	jobnet.Handle(f.net, "flush", f.handleFlush)
 	jobnet.Handle(f.net, "flush-done", f.handleDone)
+	jobnet.Handle(f.net, "flush-progress", f.handleProgress)
 	f.registerFetch()
 
 	if f.self == 0 && f.prefix != nil {
@@ -231,7 +232,6 @@ func (f *Flusher) continueIndex() {
 // flush jobs and picks up flushes a restart interrupted.
 func (f *Flusher) Start() {
 	f.startOnce.Do(func() { close(f.started) })
-	f.endFetchDecision()
 	if f.prefix == nil {
 		return
 	}
