@@ -250,9 +250,10 @@ func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) 
 // doomedLocked returns the datasets being written that node from's join
 // m shows can never complete, each with why: node from's daemon
 // restarted, or it was wiped, since it began them (its copy is lost: its
-// restore failed it, or it is gone with the cache), or a node writes one
-// that node 0's ledger does not know (node 0 restarted with an empty
-// cache). Failing them now settles them at once, rather than leaving them
+// restore failed it, or it is gone with the cache) or since it could not
+// be told they began (it cannot vouch for what it held meanwhile), or a
+// node writes one that node 0's ledger does not know (node 0 restarted
+// with an empty cache): the ledger's rules (judge) would fail them. Failing them now settles them at once, rather than leaving them
 // writing until a completion rule fires, which may never come (the ranks
 // that would write the marker are gone). Datasets complete on node from
 // are proven by their rounds instead; a round already under way decides
@@ -274,6 +275,10 @@ func (c *Completer) doomedLocked(from int, m joinMsg) map[string]failMsg {
 			// run never made it into the ledger (killed before it kept
 			// what it heard).
 			out[name] = failMsg{Dataset: name, Reason: "node 0 lost its copy: its daemon restarted while it was being written"}
+			continue
+		}
+		if run, ok := b.Unreached[from]; ok && run != m.Run {
+			out[name] = failMsg{Dataset: name, Reason: fmt.Sprintf("node %d: it could not be told the dataset began, and its daemon restarted since", from)}
 			continue
 		}
 		for _, by := range b.By {
