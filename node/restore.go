@@ -32,7 +32,7 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 		for _, ds := range s.Datasets() {
 			s.Drop(ds.Name(), "restart.from_cache = false")
 		}
-	case n.size > 1 && n.Protect.Scheme() != schemes.Single:
+	case n.size > 1 && n.Protect.Scheme() != schemes.Single, n.fromLargerJob():
 		n.Protect.Restart(ctx)
 	default:
 		// Datasets recorded but not yet protected when the daemon stopped.
@@ -43,6 +43,21 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 		}
 	}
 	n.Flusher.Restore(ctx)
+}
+
+// fromLargerJob reports whether the cache holds a dataset recorded by a
+// job of several nodes: a job restarted on one node takes stock of it too
+// (its other members are away or gone), as a larger one would.
+func (n *Node) fromLargerJob() bool {
+	for _, ds := range n.store.Datasets() {
+		if ds.Info().Seq == 0 {
+			continue
+		}
+		if rec, err := record.Load(ds.Dir()); err == nil && len(rec.Members) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // recallRecords gives every dataset complete here whose state lacks its

@@ -208,3 +208,44 @@ func TestRestartInAnotherOrder(t *testing.T) {
 	}
 	f.checkFiles("ckpt.2", f.All()...)
 }
+
+// TestRestartBelowToleranceKeeps (issue 26's first item): a job of four
+// restarted on two cannot rebuild its XOR checkpoint: it fails on both,
+// not served, each keeping its files; back on four nodes it is verified
+// and served again, whole, on every node.
+func TestRestartBelowToleranceKeeps(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 40<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.mu.Lock()
+	wrote := maps.Clone(f.written["ckpt.1"])
+	f.mu.Unlock()
+	for i := range 4 {
+		f.Kill(i)
+	}
+	f.Resize(2)
+	f.RestartAll()
+	f.WaitState(wait, "ckpt.1", cache.Failed, 0, 1)
+	for _, i := range f.All() {
+		st := f.Nodes[i].Store
+		kept := st.Kept()
+		if len(kept) != 1 || kept[0].Name() != "ckpt.1" || st.Get("ckpt.1") != nil {
+			t.Fatalf("node %d keeps %v", i, kept)
+		}
+		if got := sums(t, kept[0].Dir()); !maps.Equal(got, wrote[i]) {
+			t.Fatalf("node %d kept %v, wrote %v", i, got, wrote[i])
+		}
+		if _, why := f.Nodes[i].State("ckpt.1"); !strings.Contains(why, "the members nodes 2, 3 wrote") || !strings.Contains(why, "kept") {
+			t.Errorf("node %d: failed saying %q", i, why)
+		}
+	}
+	for i := range 2 {
+		f.Kill(i)
+	}
+	f.Resize(4)
+	f.RestartAll()
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
