@@ -194,8 +194,12 @@ func (s *Store) forgetFailedLocked(name string) {
 // job-wide may still fail (a node lost its share), and must not cost a
 // proven checkpoint its place — nor make this node evict what the others,
 // which never completed it, keep; the cache holds one more until its
-// record comes. Datasets never recorded (a store without a job) give way
-// to newer ones of their own. Nothing is evicted while the state cannot be
+// record comes. Nor does a recorded one whose redundancy is still being
+// applied (its record just came): it may still fail (a node could not
+// keep its record, or lost its share since), and must not have cost an
+// older, protected checkpoint its place; it counts once it settled.
+// Datasets never recorded (a store without a job) give way to newer ones
+// of their own. Nothing is evicted while the state cannot be
 // written (a restart would report the datasets lost): the cache holds more
 // until it can. s.mu must be held.
 func (s *Store) evictLocked() []Info {
@@ -212,9 +216,15 @@ func (s *Store) evictLocked() []Info {
 	slices.SortStableFunc(recorded, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
 	// The newest CacheSize of each standing always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
+	now := time.Now()
+	settled := func(d *Dataset) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return !now.Before(d.settleBy)
+	}
 	var victims []*Dataset
-	for _, d := range slices.Concat(recorded[:max(0, len(recorded)-s.opts.CacheSize)],
-		unrecorded[:max(0, len(unrecorded)-s.opts.CacheSize)]) {
+	for _, d := range slices.Concat(beyond(recorded, s.opts.CacheSize, settled),
+		beyond(unrecorded, s.opts.CacheSize, func(*Dataset) bool { return true })) {
 		d.mu.Lock()
 		pinned := d.pins > 0 || d.flush.pending()
 		d.mu.Unlock()
@@ -246,7 +256,23 @@ func (s *Store) evictLocked() []Info {
 	return evicted
 }
 
-// evict applies the cache size after a pin is released.
+// beyond returns the datasets of ds (oldest first) older than the newest
+// n for which counts holds.
+func beyond(ds []*Dataset, n int, counts func(*Dataset) bool) []*Dataset {
+	kept := 0
+	for i := len(ds) - 1; i >= 0; i-- {
+		if kept >= n {
+			return ds[:i+1]
+		}
+		if counts(ds[i]) {
+			kept++
+		}
+	}
+	return nil
+}
+
+// evict applies the cache size after a pin is released, or a dataset
+// settled.
 func (s *Store) evict() {
 	s.mu.Lock()
 	if s.closed {
