@@ -10,6 +10,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/schemes"
 )
 
 // heldShare is one member's share of a dataset that a node holds: its own,
@@ -176,7 +177,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 			// protected although its redundancy may be whole (a node
 			// killed between writing its redundancy file and recording
 			// the state): once every member is intact, it is protected.
-			if d.State == cache.Degraded || d.State == cache.Complete || d.State == cache.Failed {
+			if d.State == cache.Degraded || d.State == cache.Complete || d.State == cache.Recorded || d.State == cache.Failed {
 				degraded[d.Name][n] = true
 			}
 		}
@@ -208,13 +209,14 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 			status := make([]memberStatus, len(set))
 			at := make([]int, len(set))
 			data := make([]bool, len(set)) // the member's files are held, as recorded
+			home := make([]bool, len(set)) // held by the member's own node
 			moved := map[int]string{}      // rank → identity of its new holder
 			for r, m := range set {
 				hs := holders[name][m.ID]
 				slices.SortFunc(hs, func(a, b holding) int { return a.rank(m) - b.rank(m) })
 				switch {
 				case len(hs) > 0 && hs[0].intact:
-					status[r], at[r], data[r] = intact, hs[0].node, true
+					status[r], at[r], data[r], home[r] = intact, hs[0].node, true, hs[0].id == m.ID
 					if hs[0].id != m.HeldBy() {
 						moved[r] = hs[0].id
 					}
@@ -240,7 +242,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				// record follows where the share is.
 				revised = movedRecord(revised, s, moved)
 			}
-			for _, a := range decide(rec, s, set, status, data, at, free, anyDegraded, names) {
+			for _, a := range decide(rec, s, set, status, data, at, home, free, anyDegraded, names) {
 				switch a.Kind {
 				case actFail:
 					a.To = answered(invs)
@@ -344,7 +346,7 @@ func (h holding) rank(m *record.Member) int {
 // while every node answered, or whose copies are damaged, count as lost: a
 // member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, free []int, degraded bool, names namer) []action {
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, home []bool, free []int, degraded bool, names namer) []action {
 	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
 	var lost, away, gone []int
 	anyIntact := false
@@ -396,12 +398,42 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		return []action{{Set: s, Kind: actRebuild, Lost: lost, Nodes: hosts(set, status, at, free)}}
 	}
 	if doubled := hostedTwice(at); doubled != "" {
+		if a, ok := unhost(p, set, status, at, home, free); ok {
+			a.Set = s
+			return []action{a}
+		}
 		return one(actDegrade, doubled)
 	}
-	if degraded {
+	if degraded && p.Kind != schemes.Single { // SINGLE is never protected: it stays recorded
 		return one(actClear, "")
 	}
 	return nil
+}
+
+// unhost plans, for a set every member of which is intact but where a
+// node holds the shares of two (the job ran on fewer nodes, and the node
+// that wrote one was wiped since), a rebuild of the hosted shares onto
+// nodes of the job that hold no share of the dataset — one each, as many
+// as there are — so that the set is protected again, each share on a node
+// of its own. The hosts drop their copies once the record says who holds
+// them (dropUnheld).
+func unhost(p schemes.Params, set []*record.Member, status []memberStatus, at []int, home []bool, free []int) (action, bool) {
+	plays := map[int]int{}
+	for _, n := range at {
+		plays[n]++
+	}
+	var lost []int
+	st := slices.Clone(status)
+	for r := range set {
+		if plays[at[r]] > 1 && !home[r] && len(lost) < len(free) {
+			lost = append(lost, r)
+			st[r] = missing
+		}
+	}
+	if len(lost) == 0 || p.CanRebuild(lost) != nil {
+		return action{}, false
+	}
+	return action{Kind: actRebuild, Lost: lost, Nodes: hosts(set, st, at, free)}, true
 }
 
 // allHeld says whether every member's files are held, but for members

@@ -166,9 +166,12 @@ func TestPlanShareReturnsHome(t *testing.T) {
 	}
 }
 
-// Back on four nodes with node 3 wiped: the host keeps both shares, and the
-// set stays degraded saying why, rather than being reported protected.
-func TestPlanHostedTwiceStaysDegraded(t *testing.T) {
+// Back on four nodes with node 3 wiped: node 3 holds no share of it, so
+// the share node 0 hosts is rebuilt onto node 3, and the set is protected
+// again, each share on a node of its own (issue 26); with no such node
+// (node 3 still away) the host keeps both shares, and the set stays
+// degraded saying why, rather than being reported protected.
+func TestPlanHostedTwice(t *testing.T) {
 	hosted := movedRecord(rec("c", 1, "xor", 0, 0), 0, map[int]string{3: "id0"})
 	invs := map[int]*inventoryMsg{
 		0: inv(0, "", held{rec: hosted, shares: []string{"id0", "id3"}, state: cache.Degraded}),
@@ -177,12 +180,13 @@ func TestPlanHostedTwiceStaysDegraded(t *testing.T) {
 		3: inv(3, "new3"),
 	}
 	acts := plan(4, invs)
-	if len(acts) != 2 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 0 holds the shares of two members") {
-		t.Fatalf("plan %+v", acts)
+	if len(acts) != 1 || acts[0].Kind != actRebuild || !slices.Equal(acts[0].Lost, []int{3}) || !slices.Equal(acts[0].Nodes, []int{0, 1, 2, 3}) {
+		t.Fatalf("plan %+v, want node 3's share rebuilt onto node 3", acts)
 	}
-	// The wiped node 3 shows it, degraded as the others hold it.
-	if a := acts[1]; a.Kind != actView || !slices.Equal(a.To, []int{3}) || a.Reason != acts[0].Reason {
-		t.Fatalf("plan %+v, want node 3 shown c, degraded", acts)
+	delete(invs, 3)
+	acts = plan(3, invs)
+	if len(acts) != 1 || acts[0].Kind != actDegrade || !strings.Contains(acts[0].Reason, "node 0 holds the shares of two members") {
+		t.Fatalf("plan %+v", acts)
 	}
 }
 
@@ -311,10 +315,12 @@ func TestPlanEncodeCutOff(t *testing.T) {
 // file and recording the dataset protected holds it complete; every
 // member being intact, the set is protected: it stayed complete there.
 func TestPlanIntactButComplete(t *testing.T) {
-	invs := own(rec("c", 1, "xor", 0, 0), nil)
-	invs[0].Datasets[0].State = cache.Complete
-	if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actClear || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
-		t.Fatalf("plan %+v, want c cleared on every node", acts)
+	for _, st := range []cache.State{cache.Complete, cache.Recorded} {
+		invs := own(rec("c", 1, "xor", 0, 0), nil)
+		invs[0].Datasets[0].State = st
+		if acts := plan(4, invs); len(acts) != 1 || acts[0].Kind != actClear || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
+			t.Fatalf("%s: plan %+v, want c cleared on every node", st, acts)
+		}
 	}
 }
 

@@ -382,12 +382,16 @@ func (p *Protector) fail(d invDataset, reason string) error {
 // record — in an empty dataset directory, adopted, if it held nothing of
 // it yet — and every node's mount shows it whole, this node reading its
 // files from the members; and the state the job holds it in: degraded
-// with reason, else protected.
+// with reason, else protected (complete under SINGLE, which is never
+// protected).
 func (p *Protector) view(d invDataset, reason string) error {
 	rec := d.Record
 	st := cache.Protected
-	if reason != "" {
+	switch {
+	case reason != "":
 		st = cache.Degraded
+	case rec.Scheme.Kind == schemes.Single.String():
+		st = cache.Complete
 	}
 	ds := p.o.Store.Get(d.Name)
 	if ds == nil {
@@ -418,6 +422,9 @@ func (p *Protector) view(d invDataset, reason string) error {
 				return err
 			}
 		}
+	}
+	if st == cache.Complete {
+		return nil
 	}
 	if err := p.o.Store.SetState(d.Name, st, reason); err != nil && !errors.As(err, new(*cache.TransitionError)) {
 		return err
