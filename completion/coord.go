@@ -2,6 +2,7 @@ package completion
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -466,15 +467,20 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 }
 
 // unrecord fails a dataset whose record nodes refused to keep (their
-// cache full, their copy gone): it cannot be protected without every
-// share, and a dataset must never be complete or flushed somewhere while
-// its record is missing elsewhere. Nodes that keep it recorded fail it
-// too (failMsg.Seq). A node that could not be reached learns the record
+// cache full, their share gone since): it cannot be protected without
+// every share, and a dataset must never be complete or flushed somewhere
+// while its record is missing elsewhere. Nodes that keep it recorded fail
+// it too (failMsg.Seq). A node that could not be reached learns the record
 // when it joins again, as ever.
 func (c *Completer) unrecord(ctx context.Context, m completeMsg, rec *record.Record, refused map[int]error, log *slog.Logger) {
 	var why []string
 	for _, n := range slices.Sorted(maps.Keys(refused)) {
-		why = append(why, fmt.Sprintf("node %d could not keep its record: %v", n, refused[n]))
+		msg := refused[n].Error()
+		var re *jobnet.RemoteError
+		if errors.As(refused[n], &re) {
+			msg = re.Msg // it names the node
+		}
+		why = append(why, msg)
 	}
 	reason := "incomplete: " + strings.Join(why, "; ")
 	c.mu.Lock()

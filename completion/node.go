@@ -336,13 +336,13 @@ func (c *Completer) handleRecord(ctx context.Context, from int, m recordMsg) (an
 	rec := m.Record
 	me := rec.Member(c.o.Store.NodeID())
 	if me == nil {
-		return nil, fmt.Errorf("node %d (%s) is not a member of the record of %s", c.self, c.o.Store.NodeID(), rec.Dataset)
+		return nil, fmt.Errorf("node %d lost its share after sharing it: its cache (%s) is not the one that shared it (wiped or replaced)", c.self, c.o.Store.NodeID())
 	}
 	route := cache.Route{Name: rec.Dataset, Kind: cache.Kind(rec.Kind), Root: rec.Root}
 	ds := c.o.Store.Get(rec.Dataset)
 	if ds == nil {
 		if !me.Empty {
-			return nil, fmt.Errorf("node %d lost its copy of %s after sharing it", c.self, rec.Dataset)
+			return nil, fmt.Errorf("node %d lost its share of %s after sharing it", c.self, rec.Dataset)
 		}
 		var err error
 		if ds, err = c.adoptEmpty(route, rec); err != nil {
@@ -353,11 +353,11 @@ func (c *Completer) handleRecord(ctx context.Context, from int, m recordMsg) (an
 		return struct{}{}, nil // told twice
 	}
 	if err := record.Save(ds.Dir(), rec); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %d could not keep its record: %w", c.self, err)
 	}
 	// The store reports it recorded, and it is protected under rec.
 	if err := c.o.Store.SetRecord(rec.Dataset, rec.Seq, rec.Completed); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %d could not keep its record: %w", c.self, err)
 	}
 	return struct{}{}, nil
 }
