@@ -22,9 +22,6 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	if f.prefix == nil {
 		return nil, errNoPrefix
 	}
-	if ds := f.o.Store.Get(m.Dataset); ds != nil {
-		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.self, ds.State())
-	}
 	man, err := f.prefix.ReadManifest(ctx, m.Dataset, m.Manifest)
 	if err != nil {
 		if copyFault(err) {
@@ -90,6 +87,14 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	route := cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
 	if m.Kind != "" {
 		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
+	}
+	if ds := f.o.Store.Get(m.Dataset); ds != nil {
+		// The job could not restore it from its caches (this node's copy
+		// is not the whole of it): the verified copy takes its place.
+		if err := f.o.Store.Drop(m.Dataset, "the job fetched it from the prefix; the copy here gives way"); err != nil {
+			os.RemoveAll(f.o.Store.StagingDir(m.Dataset))
+			return nil, err
+		}
 	}
 	_, err := f.o.Store.Adopt(route, cache.Complete, f.o.Store.StagingDir(m.Dataset), m.Seq, m.Completed)
 	if err != nil {

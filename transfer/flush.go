@@ -44,6 +44,7 @@ type Store interface {
 	SetFlush(name string, st cache.FlushStatus) error
 	StagingDir(name string) string
 	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
+	Drop(name, why string) error
 	ReserveIDs(next uint64)
 	NodeID() string
 	// Fetched reports (node 0) that every node adopted its share of a
