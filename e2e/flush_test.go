@@ -171,14 +171,18 @@ func writeDataset(t *testing.T, n *Node, dataset string, seed uint64) map[string
 	return treeSums(t, n.Path(dataset))
 }
 
-// wipe stops nothing: it removes a stopped node's cache and control
-// directories, as a job on fresh nodes would find them.
+// wipe stops nothing: it empties a stopped node's cache and control
+// directories, as a job on fresh nodes would find them. The cache
+// directory itself stays: it may be a mount of its own.
 func wipe(t *testing.T, n *Node) {
 	t.Helper()
-	for _, dir := range []string{n.Cache, n.Control} {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
-		}
+	must(t, os.RemoveAll(n.Control))
+	ents, err := os.ReadDir(n.Cache)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		must(t, os.RemoveAll(filepath.Join(n.Cache, e.Name())))
 	}
 }
 

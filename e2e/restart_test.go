@@ -226,17 +226,6 @@ func smallCache(t *testing.T, n *Node, size string) {
 	t.Cleanup(func() { syscall.Unmount(n.Cache, syscall.MNT_DETACH) })
 }
 
-// wipeInside is wipe for a node whose cache base may be a mount of its
-// own: what is inside goes.
-func wipeInside(t *testing.T, n *Node) {
-	t.Helper()
-	must(t, os.RemoveAll(n.Control))
-	ents, _ := os.ReadDir(n.Cache)
-	for _, e := range ents {
-		must(t, os.RemoveAll(filepath.Join(n.Cache, e.Name())))
-	}
-}
-
 // fill writes a file at path until the file system is full, and returns
 // its size.
 func fill(t *testing.T, path string) int64 {
@@ -310,7 +299,7 @@ func TestFetchLocalFaultNotRecorded(t *testing.T) {
 	sums := clusterSums(t, c, "ckpt.1")
 	c.stopAll()
 	for _, n := range c.Nodes {
-		wipeInside(t, n)
+		wipe(t, n)
 	}
 	ballast := filepath.Join(c.Nodes[1].Cache, "ballast")
 	fill(t, ballast)
@@ -335,7 +324,7 @@ func TestFetchLocalFaultNotRecorded(t *testing.T) {
 	c.stopAll()
 	corruptByte(t, filepath.Join(prefix, "ckpt.1", "rank_1.bin"), 100)
 	for _, n := range c.Nodes {
-		wipeInside(t, n)
+		wipe(t, n)
 	}
 	c.Start()
 	testutil.Eventually(t, 30*time.Second, "a failed fetch of the corrupt ckpt.1 in the index", func() bool {
