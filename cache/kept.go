@@ -169,6 +169,13 @@ func (s *Store) evictKeptLocked() bool {
 	return evicted
 }
 
+// Full reports whether the cache's file system has no block left for a
+// writer (its writes fail with ENOSPC).
+func (s *Store) Full() bool {
+	var st unix.Statfs_t
+	return unix.Statfs(s.CacheDir(), &st) == nil && st.Bavail == 0
+}
+
 // NeedSpace evicts the oldest kept dataset: a writer got ENOSPC. It
 // reports whether it evicted one (its bytes are freed as the trash is
 // emptied, at once: the cache is short of space).

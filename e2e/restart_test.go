@@ -254,6 +254,7 @@ func TestRecordNotKeptFails(t *testing.T) {
 	c := NewCluster(t, 3, "SCRFS_REDUNDANCY_SCHEME=xor", "SCRFS_DATASETS_COMPLETE=marker:COMPLETE",
 		"SCRFS_PATHS_PREFIX="+prefix, "SCRFS_FLUSH_EVERY=1")
 	smallCache(t, c.Nodes[2], "8m")
+	c.Nodes[2].Env = append(c.Nodes[2].Env, "SCRFS_METRICS_LISTEN=127.0.0.1:0")
 	c.Start()
 	for i, n := range c.Nodes[:2] {
 		writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d.bin", i)), 40_000, uint64(i))
@@ -261,6 +262,11 @@ func TestRecordNotKeptFails(t *testing.T) {
 	if size := fill(t, c.Nodes[2].Path("ckpt.1", "rank_2.bin")); size == 0 {
 		t.Fatal("node 2 wrote nothing before ENOSPC")
 	}
+	// The writer's ENOSPC is counted, whichever data path served it (the
+	// kernel releases the file after close returned).
+	testutil.Eventually(t, 10*time.Second, "node 2 counting its writer's ENOSPC", func() bool {
+		return metricOr0(t, c.Nodes[2], `scrfs_fuse_errors_total{errno="ENOSPC",op="write"}`) >= 1
+	})
 	must(t, os.WriteFile(c.Nodes[0].Path("ckpt.1", "COMPLETE"), nil, 0o644))
 	c.WaitState(60*time.Second, "ckpt.1", "failed")
 	for i, n := range c.Nodes {
