@@ -332,3 +332,22 @@ func TestRenameJobWide(t *testing.T) {
 		t.Errorf("record after the rename: %+v", rec.Members[0])
 	}
 }
+
+// TestNotToldThenRestarted (found by issue 26's chaos test): node 2 is
+// down when a dataset begins, so telling it fails at once (connection
+// refused), before the starter's wait is over; when its daemon starts
+// again the dataset fails at once — its new run cannot vouch for what the
+// old one held — rather than stay writing on the others until a
+// completion rule fires (the marker's name may be node 2's to keep, which
+// its new run cannot speak for).
+func TestNotToldThenRestarted(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	j.Kill(2)
+	writeAll(j, "ckpt.1", 2)
+	<-j.Restart(2)
+	j.WaitState(wait, "ckpt.1", cache.Failed, 0, 1, 3)
+	if _, why := j.Nodes[0].State("ckpt.1"); !strings.Contains(why, "node 2: it could not be told") {
+		t.Errorf("failed because %q, want node 2's restart named", why)
+	}
+}

@@ -105,8 +105,9 @@ func (c *Completer) others(skip int) []int {
 // node that is down does not hold up the application's mkdir (which fails
 // once the starter's own wait for node 0 ends); it is told in the
 // background, or creates the dataset when the application writes there.
-// The nodes not told by then are noted in the ledger with the daemon run
-// node 0 knew for each (runs), which alone can vouch for its share.
+// The nodes not told by then, and those that could not be told at all,
+// are noted in the ledger with the daemon run node 0 knew for each
+// (runs), which alone can vouch for its share.
 func (c *Completer) announce(ctx context.Context, starter int, m beginMsg, runs map[int]string) {
 	told := make(chan struct{})
 	answered := map[int]bool{starter: true}
@@ -127,10 +128,28 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg, runs 
 			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
 		})
 		c.mu.Lock()
+		// A node that failed the call (killed as it was told) is as
+		// unreached as one that did not answer in time; one that joined
+		// again meanwhile, with another run, can never vouch for its
+		// share, and the dataset fails now, as it would at that join.
+		doomed := map[string]failMsg{}
+		for n := range c.o.Nodes {
+			if answered[n] {
+				continue
+			}
+			c.ledger.unreached(m.Dataset, n, runs[n])
+			if cur := c.runs[n]; cur != runs[n] && c.ledger.Begun[m.Dataset] != nil && !c.rounds[m.Dataset] {
+				doomed[m.Dataset] = failMsg{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root,
+					Reason: fmt.Sprintf("node %d: it could not be told the dataset began, and its daemon restarted since", n)}
+				c.ledger.done(m.Dataset)
+				c.endLocked(m.Dataset, doomed[m.Dataset].Reason)
+			}
+		}
 		if err := c.persistLocked(); err != nil {
 			c.log.Error("keep the ledger", "err", err)
 		}
 		c.mu.Unlock()
+		c.failDoomed(doomed)
 		close(told)
 	}
 	if !c.g.Go(keep) {

@@ -183,7 +183,8 @@ func (ch *chaos) heldRow(row control.Dataset) bool {
 	case row.State == "degraded":
 		return len(ch.away(ds)) > 0
 	case row.State == "complete":
-		return row.Seq > 0 && ds.single
+		// A job of one node records what it writes or fetches so.
+		return row.Seq > 0 && (ds.single || len(ch.job) == 1)
 	}
 	return false
 }
@@ -297,6 +298,9 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 	}
 	held := ch.holders(ds, sts)
 	slices.Sort(failed)
+	if len(ch.job) == 1 && len(held) > 0 {
+		ds.single = true
+	}
 	if ds.failed != "" && len(held) > 0 && ch.inPrefix(ds) && (!ds.keptAway || len(ch.away(ds)) > 0) {
 		// Every node lost what it could restart from, and the job
 		// fetched the newest complete dataset from the prefix: this one,
