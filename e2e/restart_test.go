@@ -117,9 +117,20 @@ func TestRestoreNewestFromPrefix(t *testing.T) {
 	for i, n := range c.Nodes {
 		sameMeta(t, fmt.Sprintf("node %d's ckpt.2", i), treeMeta(t, n.Path("ckpt.2")), want2[i])
 		sameMeta(t, fmt.Sprintf("node %d's ckpt.1", i), treeMeta(t, n.Path("ckpt.1")), want1[i])
-		r := n.Status().Node.Restored
-		if r == nil || r.Dataset != "ckpt.2" || r.From != "prefix" {
+		st := n.Status()
+		if r := st.Node.Restored; r == nil || r.Dataset != "ckpt.2" || r.From != "prefix" {
 			t.Errorf("node %d says it restored %+v, want ckpt.2 from the prefix", i, r)
+		}
+		// One row of it: the failure in the caches gave way to the
+		// fetched copy.
+		rows := 0
+		for _, d := range slices.Concat(st.Datasets, st.Failed) {
+			if d.Name == "ckpt.2" {
+				rows++
+			}
+		}
+		if rows != 1 {
+			t.Errorf("node %d shows %d rows of ckpt.2: %+v", i, rows, st)
 		}
 	}
 	c.Nodes[0].WaitLog(time.Second, "newer than what the caches hold", "dataset=ckpt.2")

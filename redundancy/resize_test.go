@@ -16,6 +16,7 @@ import (
 	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // TestRestartOnFewerNodesAndBack: a job of four restarted on three keeps
@@ -248,4 +249,23 @@ func TestRestartBelowToleranceKeeps(t *testing.T) {
 	f.RestartAll()
 	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
 	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestWipedNodeRestoresFromCache (issue 26): a wiped node that rejoins the
+// running job is rebuilt, and says it restored the job's checkpoint from
+// the caches — not that it found none and starts empty (it logged that
+// as an error before).
+func TestWipedNodeRestoresFromCache(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.write("ckpt.1", 20<<10)
+	f.complete(0, "ckpt.1")
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.Kill(2)
+	f.Wipe(2)
+	<-f.restart(2)
+	f.WaitState(wait, "ckpt.1", cache.Protected, 2)
+	if r := f.p(2).Flusher.Restored(); r == nil || r.Dataset != "ckpt.1" || r.From != transfer.FromCache {
+		t.Fatalf("node 2 restored %+v, want ckpt.1 from the caches", r)
+	}
 }
