@@ -52,13 +52,8 @@ func (s *Store) Keep(name, reason string) error {
 		s.mu.Unlock()
 		return s.Fail(name, reason)
 	}
-	d.state, d.reason, d.kept, d.removed, d.settleBy = Failed, reason, true, true, time.Time{}
-	info := d.infoLocked()
 	d.mu.Unlock()
-	delete(s.datasets, name)
-	s.kept[name] = d
-	s.persistLocked()
-	evicted := s.evictLocked()
+	info, evicted := s.setKeptLocked(d, true, Failed, reason)
 	s.mu.Unlock()
 	s.log.Warn("dataset failed; what this node holds of it is kept, not served, until its members return or the space is needed",
 		"dataset", name, "reason", reason, "files", info.Files, "bytes", info.Bytes)
@@ -102,19 +97,32 @@ func (s *Store) Revive(name string, to State, reason string) error {
 		s.mu.Unlock()
 		return fmt.Errorf("revive %s: %w", name, ErrExists)
 	}
-	d.mu.Lock()
-	d.state, d.reason, d.kept, d.removed = to, reason, false, false
-	info := d.infoLocked()
-	d.mu.Unlock()
-	delete(s.kept, name)
-	s.datasets[name] = d
-	s.persistLocked()
-	evicted := s.evictLocked()
+	info, evicted := s.setKeptLocked(d, false, to, reason)
 	s.mu.Unlock()
 	s.log.Info("kept dataset verified again and served: the members it lacked are back", "dataset", name, "state", to.Shown())
 	s.reportInfo(EventAdopted, info)
 	s.removed(evicted)
 	return nil
+}
+
+// setKeptLocked moves d between the datasets served and those kept (kept),
+// in state st with reason, writes the state (kept in memory if it cannot
+// be: a restart takes stock again) and applies the cache size. It returns
+// d as it is now and what the cache size evicted. s.mu must be held.
+func (s *Store) setKeptLocked(d *Dataset, kept bool, st State, reason string) (Info, []Info) {
+	d.mu.Lock()
+	d.state, d.reason, d.kept, d.removed = st, reason, kept, kept
+	d.settleBy = time.Time{}
+	info := d.infoLocked()
+	d.mu.Unlock()
+	from, to := s.datasets, s.kept
+	if !kept {
+		from, to = s.kept, s.datasets
+	}
+	delete(from, info.Name)
+	to[info.Name] = d
+	s.persistLocked()
+	return info, s.evictLocked()
 }
 
 // replaceKeptLocked drops the kept dataset called name, if any, and

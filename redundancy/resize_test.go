@@ -217,9 +217,7 @@ func TestRestartInAnotherOrder(t *testing.T) {
 func TestRestartBelowToleranceKeeps(t *testing.T) {
 	f := newFixture(t, xor, memnet.Faults{})
 	f.startAll()
-	f.write("ckpt.1", 40<<10)
-	f.complete(0, "ckpt.1")
-	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.protect("ckpt.1", 40<<10)
 	f.mu.Lock()
 	wrote := maps.Clone(f.written["ckpt.1"])
 	f.mu.Unlock()
@@ -258,9 +256,7 @@ func TestRestartBelowToleranceKeeps(t *testing.T) {
 func TestWipedNodeRestoresFromCache(t *testing.T) {
 	f := newFixture(t, xor, memnet.Faults{})
 	f.startAll()
-	f.write("ckpt.1", 20<<10)
-	f.complete(0, "ckpt.1")
-	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.protect("ckpt.1", 20<<10)
 	f.Kill(2)
 	f.Wipe(2)
 	<-f.restart(2)
