@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // Issue 26's chaos: restarts of the whole job on another node set, and
@@ -203,31 +205,40 @@ func (ch *chaos) returned(ds *chaosDataset) bool {
 }
 
 // checkSameView checks that every mount of the job shows the same
-// datasets.
+// datasets, once each node's eviction (which follows the newest dataset's
+// settling) had its moment.
 func (ch *chaos) checkSameView() {
-	var first []string
-	for k, i := range ch.job {
-		var names []string
-		err := within(chaosOp, func() error {
-			ents, err := os.ReadDir(ch.c.Nodes[i].Path())
-			for _, e := range ents {
-				names = append(names, e.Name())
+	var last string
+	same := testutil.Poll(chaosOp, func() bool {
+		var first []string
+		for k, i := range ch.job {
+			var names []string
+			err := within(chaosOp, func() error {
+				ents, err := os.ReadDir(ch.c.Nodes[i].Path())
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				return err
+			})
+			if errors.Is(err, errHang) {
+				ch.t.Fatalf("HANG: listing node %d's mount: %v", i, err)
 			}
-			return err
-		})
-		if errors.Is(err, errHang) {
-			ch.t.Fatalf("HANG: listing node %d's mount: %v", i, err)
+			if err != nil {
+				ch.t.Fatalf("listing node %d's mount: %v", i, err)
+			}
+			if k == 0 {
+				first = names
+				continue
+			}
+			if !slices.Equal(names, first) {
+				last = fmt.Sprintf("node %d's mount shows %v, node %d's %v", i, names, ch.job[0], first)
+				return false
+			}
 		}
-		if err != nil {
-			ch.t.Fatalf("listing node %d's mount: %v", i, err)
-		}
-		if k == 0 {
-			first = names
-			continue
-		}
-		if !slices.Equal(names, first) {
-			ch.t.Fatalf("node %d's mount shows %v, node %d's %v", i, names, ch.job[0], first)
-		}
+		return true
+	})
+	if !same {
+		ch.t.Fatalf("the mounts do not show the same datasets within %v: %s", testutil.Scale(chaosOp), last)
 	}
 	ch.counts.sameView++
 }

@@ -146,7 +146,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	holders := map[string]map[string][]holding{} // dataset → member → holdings
 	pending := map[string]map[string]bool{}      // dataset → identities whose record is on its way
 	on := map[string][]int{}                     // dataset → nodes holding any of it
-	shares := map[string]map[int]bool{}          // dataset → nodes holding a share of it
+	shares := map[string]map[int][]string{}      // dataset → node → the members whose shares it holds
 	kept := map[string][]int{}                   // dataset → nodes holding it failed, its files kept
 	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
 	ids := map[int]string{}
@@ -163,11 +163,11 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				newest[d.Name] = d
 			}
 			if holders[d.Name] == nil {
-				holders[d.Name], degraded[d.Name], shares[d.Name] = map[string][]holding{}, map[int]bool{}, map[int]bool{}
+				holders[d.Name], degraded[d.Name], shares[d.Name] = map[string][]holding{}, map[int]bool{}, map[int][]string{}
 			}
 			for _, s := range d.Shares {
 				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact, data: s.Intact || s.Data})
-				shares[d.Name][n] = true
+				shares[d.Name][n] = append(shares[d.Name][n], s.Member)
 			}
 			on[d.Name] = append(on[d.Name], n)
 			if d.State == cache.Failed {
@@ -195,9 +195,16 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 		rec := d.Record
 		slices.Sort(on[name])
 		slices.Sort(kept[name])
+		// A node holds a share when it holds one of a member of the newest
+		// record: shares of an older one (the dataset was recorded anew
+		// since, fetched by a job without it) are no longer the job's.
+		holds := map[int]bool{}
+		for n, ms := range shares[name] {
+			holds[n] = slices.ContainsFunc(ms, func(id string) bool { return rec.Member(id) != nil })
+		}
 		var free []int // nodes that hold no share of the dataset
 		for _, n := range answered(invs) {
-			if !shares[name][n] {
+			if !holds[n] {
 				free = append(free, n)
 			}
 		}
@@ -257,7 +264,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 		if revised != rec {
 			acts = append(acts, action{Kind: actRevise, Set: -1, To: answered(invs)})
 		}
-		acts = append(acts, reviveAndView(acts, invs, d, kept[name], shares[name])...)
+		acts = append(acts, reviveAndView(acts, invs, d, kept[name], holds)...)
 		for i := range acts {
 			acts[i].Dataset = d
 			acts[i].Dataset.Record = revised

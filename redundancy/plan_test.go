@@ -390,3 +390,21 @@ func TestPlanNamesNodesOfThisJob(t *testing.T) {
 		t.Fatalf("plan %+v, want c degraded waiting for the member node 2 wrote, not naming node 2, which is up", acts)
 	}
 }
+
+// TestPlanRecordedAnew: node 0 alone fetched c from the prefix and the job
+// of one node recorded it anew (SINGLE, a member of its own); back on four
+// nodes, the others' shares of the older record are no longer the job's:
+// they are shown c as node 0 holds it.
+func TestPlanRecordedAnew(t *testing.T) {
+	old := rec("c", 5, "rs", 2, 0)
+	anew := &record.Record{Version: record.Version, Dataset: "c", Kind: "dir", Root: "c", Seq: 5, Rev: 1,
+		Scheme: record.Scheme{Kind: "single", Sets: 1}, Members: []record.Member{{Node: 0, ID: "id0"}}}
+	invs := map[int]*inventoryMsg{0: inv(0, "", held{rec: anew, shares: []string{"id0"}, state: cache.Recorded})}
+	for n := 1; n < 4; n++ {
+		invs[n] = inv(n, "", held{rec: old, shares: []string{fmt.Sprintf("id%d", n)}, state: cache.Degraded})
+	}
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actView || !slices.Equal(acts[0].To, []int{1, 2, 3}) || acts[0].Dataset.Record != anew {
+		t.Fatalf("plan %+v, want c shown on nodes 1-3 as node 0 recorded it", acts)
+	}
+}

@@ -394,6 +394,15 @@ func (p *Protector) view(d invDataset, reason string) error {
 		st = cache.Complete
 	}
 	ds := p.o.Store.Get(d.Name)
+	if ds != nil && len(rec.Held(p.o.Store.NodeID())) == 0 && (ds.Info().Files > 0 || st == cache.Complete && ds.State() != cache.Recorded) {
+		// Files of an older record of it (the job recorded it anew since,
+		// fetched while this node was away): its record names other
+		// holders now, and this copy gives way to the job's.
+		if err := p.o.Store.Drop(d.Name, "the job recorded it anew without this node's files; its record names the holders now"); err != nil {
+			return err
+		}
+		ds = nil
+	}
 	if ds == nil {
 		staging := p.o.Store.StagingDir(d.Name)
 		if err := resetDir(staging); err != nil {
