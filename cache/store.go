@@ -134,6 +134,10 @@ func Open(opts Options) (*Store, error) {
 	s.metrics = newMetrics(s, opts.Registerer)
 	go s.emptier()
 	go s.retry()
+	// A daemon killed between a dataset's settling and the eviction it
+	// made due leaves one more than the cache size: it goes now, as it
+	// went on the other nodes.
+	s.evict()
 	return s, nil
 }
 

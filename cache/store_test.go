@@ -472,3 +472,21 @@ func TestDropAndFailWriting(t *testing.T) {
 		t.Fatal("drop left the dataset or recorded a failure")
 	}
 }
+
+// TestEvictionAfterACrash: a daemon killed between a dataset's settling
+// and the eviction it made due (the others evicted the oldest) evicts it
+// when it starts again.
+func TestEvictionAfterACrash(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.Settled("c1")
+	ts.recordDataset(t, "c2", 10, 2)
+	if ts.Get("c1") == nil {
+		t.Fatal("c1 evicted before c2 settled")
+	}
+	// Killed now: c2 is protected on every node, which evicted c1.
+	ts.reopen(t)
+	if ts.Get("c1") != nil || ts.Get("c2") == nil {
+		t.Fatalf("after the restart: c1 %v, c2 %v; want only c2", ts.Get("c1") != nil, ts.Get("c2") != nil)
+	}
+}
