@@ -364,10 +364,26 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 		ds.failed = "lost on every node"
 		ch.counts.failedTrue++
 		ch.t.Logf("%s: %s lost with every node's cache", ch.sc.name, ds.name)
+	case len(held) == 0 && ch.nothingHere(ds):
+		// Its members in the job lost their shares, the others are away
+		// with theirs: the job knows nothing of it until they are back.
+		ds.keptAway = true
+		ds.failed = "nothing of it in the job"
+		ch.t.Logf("%s: %s: nothing of it in the job, its other members away", ch.sc.name, ds.name)
 	default:
 		ch.t.Fatalf("%s (protected before: %v, recorded: %v, lost shares %v, members %v, job %v) is held protected on nodes %v only, and no node says it failed",
 			ds.name, ds.protected, ds.recorded, slices.Sorted(maps.Keys(ds.lost)), ds.members, ch.job, held)
 	}
+}
+
+// nothingHere says whether every member of ds in the job lost its share.
+func (ch *chaos) nothingHere(ds *chaosDataset) bool {
+	for _, m := range ds.members {
+		if ch.inJob(m) && !ds.lost[m] {
+			return false
+		}
+	}
+	return true
 }
 
 // allLost says whether every member of ds lost its share.

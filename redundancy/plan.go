@@ -280,10 +280,13 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 
 // reviveAndView returns what the nodes that hold dataset d kept (failed)
 // and those that hold no share of it do, given the actions acts planned
-// for its sets: unless it fails again, the kept copies are served again,
-// and every answering node that holds no share of it (it completed while
-// the node was away, or in a job without the node) shows it, in the state
-// the others hold it in — unless the node evicted it by the cache size.
+// for its sets: the kept copies are served again once every member is
+// there to verify it (not when it fails again, nor while a member is
+// away: it stays failed and kept, and its reason stands), and every
+// answering node that holds no share of it (it completed while the node
+// was away, or in a job without the node) shows it, in the state the
+// others hold it in — unless the node evicted it by the cache size, or
+// nobody serves it.
 func reviveAndView(acts []action, invs map[int]*inventoryMsg, d invDataset, kept []int, shares map[int]bool) []action {
 	reason := ""
 	var rebuilt []int
@@ -292,6 +295,9 @@ func reviveAndView(acts []action, invs map[int]*inventoryMsg, d invDataset, kept
 		case actFail:
 			return nil
 		case actDegrade:
+			if len(kept) > 0 {
+				return nil
+			}
 			reason = a.Reason
 		case actRebuild:
 			rebuilt = append(rebuilt, a.Nodes...)

@@ -339,6 +339,14 @@ func TestPlanKeptServedAgain(t *testing.T) {
 		acts[1].Kind != actClear || !slices.Equal(acts[1].To, []int{0, 1, 2, 3}) {
 		t.Fatalf("plan %+v, want c revived on nodes 0 and 1, then cleared everywhere", acts)
 	}
+	// A member away: it cannot be verified yet, and stays failed, kept.
+	invs3 := own(r, []int{3})
+	for _, n := range []int{0, 1} {
+		invs3[n].Datasets[0].State = cache.Failed
+	}
+	if acts := plan(4, invs3); slices.ContainsFunc(acts, func(a action) bool { return a.Kind == actRevive || a.Kind == actView }) {
+		t.Fatalf("plan %+v, want c kept while node 3 is away", acts)
+	}
 	// Still beyond what XOR tolerates: it fails again, kept, and nothing
 	// is served.
 	delete(invs, 2)
