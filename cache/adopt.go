@@ -49,6 +49,7 @@ func (s *Store) Adopt(r Route, st State, staged string, seq uint64, completed ti
 		s.mu.Unlock()
 		return nil, fmt.Errorf("adopt %s: %w", r.Name, ErrExists)
 	}
+	s.replaceKeptLocked(r.Name)
 	dir := layout.DatasetDir(s.CacheDir(), r.Name)
 	if err := os.Rename(staged, dir); err != nil {
 		s.mu.Unlock()

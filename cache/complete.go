@@ -177,12 +177,20 @@ func (s *Store) dropLocked(d *Dataset, final State, reason string) Info {
 }
 
 // rememberFailedLocked keeps a failed dataset for status, the newest
-// maxFailures. s.mu must be held.
+// maxFailures, one entry per name (the latest). s.mu must be held.
 func (s *Store) rememberFailedLocked(info Info) {
+	s.forgetFailedLocked(info.Name)
 	s.failed = append(s.failed, info)
 	if len(s.failed) > maxFailures {
 		s.failed = slices.Delete(s.failed, 0, len(s.failed)-maxFailures)
 	}
+}
+
+// forgetFailedLocked forgets the failure of dataset name: it failed again,
+// or a dataset of its name is here now (fetched, rebuilt, written again),
+// and status must not show two rows of one name. s.mu must be held.
+func (s *Store) forgetFailedLocked(name string) {
+	s.failed = slices.DeleteFunc(s.failed, func(i Info) bool { return i.Name == name })
 }
 
 // evictLocked drops the oldest completed datasets beyond the cache size,
@@ -194,8 +202,12 @@ func (s *Store) rememberFailedLocked(info Info) {
 // job-wide may still fail (a node lost its share), and must not cost a
 // proven checkpoint its place — nor make this node evict what the others,
 // which never completed it, keep; the cache holds one more until its
-// record comes. Datasets never recorded (a store without a job) give way
-// to newer ones of their own. Nothing is evicted while the state cannot be
+// record comes. Nor does a recorded one whose redundancy is still being
+// applied (its record just came): it may still fail (a node could not
+// keep its record, or lost its share since), and must not have cost an
+// older, protected checkpoint its place; it counts once it settled.
+// Datasets never recorded (a store without a job) give way to newer ones
+// of their own. Nothing is evicted while the state cannot be
 // written (a restart would report the datasets lost): the cache holds more
 // until it can. s.mu must be held.
 func (s *Store) evictLocked() []Info {
@@ -212,9 +224,15 @@ func (s *Store) evictLocked() []Info {
 	slices.SortStableFunc(recorded, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
 	// The newest CacheSize of each standing always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
+	now := time.Now()
+	settled := func(d *Dataset) bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return !now.Before(d.settleBy)
+	}
 	var victims []*Dataset
-	for _, d := range slices.Concat(recorded[:max(0, len(recorded)-s.opts.CacheSize)],
-		unrecorded[:max(0, len(unrecorded)-s.opts.CacheSize)]) {
+	for _, d := range slices.Concat(beyond(recorded, s.opts.CacheSize, settled),
+		beyond(unrecorded, s.opts.CacheSize, func(*Dataset) bool { return true })) {
 		d.mu.Lock()
 		pinned := d.pins > 0 || d.flush.pending()
 		d.mu.Unlock()
@@ -223,8 +241,12 @@ func (s *Store) evictLocked() []Info {
 		}
 	}
 	if len(victims) == 0 {
+		if s.evictKeptLocked() {
+			s.persistLocked()
+		}
 		return nil
 	}
+	s.evictKeptLocked()
 	// The state without them first, then their files.
 	for _, d := range victims {
 		delete(s.datasets, d.Name())
@@ -242,7 +264,23 @@ func (s *Store) evictLocked() []Info {
 	return evicted
 }
 
-// evict applies the cache size after a pin is released.
+// beyond returns the datasets of ds (oldest first) older than the newest
+// n for which counts holds.
+func beyond(ds []*Dataset, n int, counts func(*Dataset) bool) []*Dataset {
+	kept := 0
+	for i := len(ds) - 1; i >= 0; i-- {
+		if kept >= n {
+			return ds[:i+1]
+		}
+		if counts(ds[i]) {
+			kept++
+		}
+	}
+	return nil
+}
+
+// evict applies the cache size after a pin is released, or a dataset
+// settled.
 func (s *Store) evict() {
 	s.mu.Lock()
 	if s.closed {

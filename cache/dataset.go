@@ -35,6 +35,7 @@ type Dataset struct {
 	pins       int // holds against eviction (encode, flush in progress)
 	flush      FlushStatus
 	removed    bool
+	kept       bool // failed, its files kept (kept.go)
 	// placeholders are files made here only to show names other nodes
 	// created (see Placeholder).
 	placeholders map[string]bool
@@ -209,6 +210,9 @@ type Info struct {
 	Writers    int         `json:"open_for_write"`
 	Completing string      `json:"completing,omitempty"`
 	Flush      FlushStatus `json:"flush,omitzero"`
+	// Kept marks a failed dataset whose files this node keeps (the state
+	// file lists those apart).
+	Kept bool `json:"-"`
 }
 
 // Route returns where the dataset sits in the mount.
@@ -226,7 +230,7 @@ func (d *Dataset) infoLocked() Info {
 		ID: d.id, Name: d.name, Kind: d.route.Kind, Root: d.route.Root,
 		State: d.state, Reason: d.reason, Created: d.created, Completed: d.completed,
 		Seq: d.seq, Began: d.began, Files: d.files, Bytes: d.bytes, Writers: d.writers, Completing: d.completing,
-		Flush: d.flush,
+		Flush: d.flush, Kept: d.kept,
 	}
 }
 

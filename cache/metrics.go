@@ -51,7 +51,7 @@ func newMetrics(s *Store, reg prometheus.Registerer) *metrics {
 		}),
 		collector: &collector{
 			s: s,
-			datasets: prometheus.NewDesc("scrfs_datasets", "Datasets in the cache by state; failed also counts recently failed datasets, which have left the cache.",
+			datasets: prometheus.NewDesc("scrfs_datasets", "Datasets in the cache by state; failed counts recently failed datasets, which have left the cache, and failed ones whose files are kept.",
 				[]string{"state"}, nil),
 			used: prometheus.NewDesc("scrfs_cache_used_bytes",
 				"Bytes of application files held in the cache by this job's datasets.", nil, nil),

@@ -23,11 +23,13 @@ const stateVersion = 1
 // stateFile is what the control directory holds about the cache. It is small
 // (a few datasets) and rewritten whole, atomically, on every state change.
 type stateFile struct {
-	Version   int         `json:"version"`
-	NodeID    string      `json:"node_id,omitempty"`
-	NextID    uint64      `json:"next_id"`
-	Datasets  []Info      `json:"datasets"`
-	Failed    []Info      `json:"failed,omitempty"`
+	Version  int    `json:"version"`
+	NodeID   string `json:"node_id,omitempty"`
+	NextID   uint64 `json:"next_id"`
+	Datasets []Info `json:"datasets"`
+	Failed   []Info `json:"failed,omitempty"`
+	// Kept are failed datasets whose files are kept (kept.go).
+	Kept      []Info      `json:"kept,omitempty"`
 	Namespace []nsDirInfo `json:"namespace,omitempty"`
 }
 
@@ -48,6 +50,9 @@ func (s *Store) persistLocked() error {
 	st := stateFile{Version: stateVersion, NodeID: s.nodeID, NextID: s.nextID, Failed: s.failed}
 	for _, d := range s.sortedLocked() {
 		st.Datasets = append(st.Datasets, d.Info())
+	}
+	for _, d := range s.keptLocked() {
+		st.Kept = append(st.Kept, d.Info())
 	}
 	for p, mode := range s.ns {
 		st.Namespace = append(st.Namespace, nsDirInfo{Path: p, Mode: mode})
@@ -177,6 +182,9 @@ func (s *Store) recover() error {
 	for _, info := range st.Datasets {
 		s.recoverDataset(info)
 	}
+	for _, info := range st.Kept {
+		s.recoverKept(info)
+	}
 	// A state that was read (it names the cache's identity) is the truth
 	// about which datasets are here; a missing or unreadable one is not.
 	s.adoptOrphans(st.NodeID != "")
@@ -244,6 +252,24 @@ func (s *Store) recoverDataset(info Info) {
 	s.log.Info("dataset recovered", "dataset", info.Name, "state", d.state.Shown(), "files", d.files, "bytes", d.bytes)
 }
 
+// recoverKept takes back a kept dataset whose directory is still there.
+func (s *Store) recoverKept(info Info) {
+	dir := layout.DatasetDir(s.CacheDir(), info.Name)
+	usage, err := scanUsage(dir)
+	if err != nil {
+		s.log.Warn("the files of a failed dataset kept here are gone", "dataset", info.Name, "err", err)
+		return
+	}
+	d := &Dataset{
+		store: s, id: info.ID, name: info.Name, route: Route{Name: info.Name, Kind: info.Kind, Root: info.Root},
+		state: Failed, reason: info.Reason, created: info.Created, completed: info.Completed,
+		seq: info.Seq, files: usage.files, bytes: usage.bytes, kept: true, removed: true,
+	}
+	s.nextID = max(s.nextID, info.ID+1)
+	s.kept[info.Name] = d
+	s.log.Info("failed dataset kept", "dataset", info.Name, "reason", info.Reason, "files", d.files, "bytes", d.bytes)
+}
+
 // adoptOrphans takes in dataset directories the state does not know (a
 // crash between mkdir and the state write of an older scrfs, or files put
 // there by hand) as writing datasets. A directory that holds a record,
@@ -262,7 +288,7 @@ func (s *Store) adoptOrphans(stateRead bool) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || s.datasets[name] != nil || layout.CheckDatasetName(name) != nil {
+		if !e.IsDir() || s.datasets[name] != nil || s.kept[name] != nil || layout.CheckDatasetName(name) != nil {
 			continue
 		}
 		dir := layout.DatasetDir(s.CacheDir(), name)

@@ -11,16 +11,17 @@ import (
 )
 
 // Spare redundancy files. A job's checkpoints are alike, so the redundancy
-// file of the dataset evicted when checkpoint N completes is about the size
-// of the one N's encode writes a moment later. Deleting it would free its
+// file of the dataset evicted once checkpoint N is protected is about the
+// size of the one N+1's encode writes next. Deleting it would free its
 // pages only for the encode to allocate as many fresh ones; on tmpfs that
 // allocation (and, on VMs that hand free memory back to their host, the
 // first touch of it) costs two to five times more than overwriting pages a
 // file already holds. So eviction sets the evicted dataset's redundancy
 // files aside as spares, and the next encode takes one, renames it into
 // place and overwrites it. Spares nobody claims within spareTTL are deleted,
-// so they hold cache space only across the gap between eviction and encode
-// (which redundancy.timeout bounds), space the encode is about to use anyway.
+// so they hold cache space only across the gap between eviction and the
+// next encode, when checkpoints come at least that often: space the encode
+// is about to use anyway.
 const (
 	spareTTL  = 2 * time.Minute
 	maxSpares = 4

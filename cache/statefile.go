@@ -62,6 +62,15 @@ func decodeState(data []byte) (stateFile, error) {
 			return stateFile{}, fmt.Errorf("failed[%d]: dataset %q listed as failed in state %q", i, info.Name, info.State)
 		}
 	}
+	for i, info := range st.Kept {
+		if err := checkInfo(info, true); err != nil {
+			return stateFile{}, fmt.Errorf("kept[%d]: %w", i, err)
+		}
+		if info.State != Failed || names[info.Name] || ids[info.ID] {
+			return stateFile{}, fmt.Errorf("kept[%d]: dataset %q in state %q, or its name or id %d appears twice", i, info.Name, info.State, info.ID)
+		}
+		names[info.Name], ids[info.ID] = true, true
+	}
 	if n := len(st.Failed); n > maxFailures {
 		st.Failed = st.Failed[n-maxFailures:]
 	}

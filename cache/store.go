@@ -68,7 +68,8 @@ type Store struct {
 	// mu protects the fields below and serialises writes of the state file.
 	mu       sync.Mutex
 	datasets map[string]*Dataset
-	failed   []Info // recent failures, newest last, for status
+	kept     map[string]*Dataset // failed datasets whose files are kept (kept.go)
+	failed   []Info              // recent failures, newest last, for status
 	nextID   uint64
 	nodeID   string            // this cache's identity, made once and kept in the state
 	ns       map[string]uint32 // namespace directories (mount-relative path → mode)
@@ -115,6 +116,7 @@ func Open(opts Options) (*Store, error) {
 		log:      opts.Logger,
 		idle:     opts.Rules.Idle,
 		datasets: make(map[string]*Dataset),
+		kept:     make(map[string]*Dataset),
 		ns:       make(map[string]uint32),
 		pointers: pointers{},
 		nextID:   1,
@@ -145,6 +147,10 @@ func Open(opts Options) (*Store, error) {
 	s.metrics = newMetrics(s, opts.Registerer)
 	go s.emptier()
 	go s.retry()
+	// A daemon killed between a dataset's settling and the eviction it
+	// made due leaves one more than the cache size: it goes now, as it
+	// went on the other nodes.
+	s.evict()
 	return s, nil
 }
 
@@ -198,7 +204,10 @@ func (s *Store) Get(name string) *Dataset {
 	return s.datasets[name]
 }
 
-// Datasets returns every dataset in the cache, oldest first.
+// Datasets returns every dataset in the cache, oldest first: recorded
+// ones in the job's completion order (their records' sequence), then the
+// others in this node's creation order. A node that rebuilt or fetched
+// datasets (newest first) lists them as every other node does.
 func (s *Store) Datasets() []*Dataset {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -209,11 +218,16 @@ func (s *Store) Datasets() []*Dataset {
 // (datasets.cache_size).
 func (s *Store) CacheSize() int { return s.opts.CacheSize }
 
-// Failures returns the most recent failed datasets, oldest first.
+// Failures returns the most recent failed datasets, oldest first, then
+// the kept ones (Info.Kept), oldest first.
 func (s *Store) Failures() []Info {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.failed)
+	out := slices.Clone(s.failed)
+	for _, d := range s.keptLocked() {
+		out = append(out, d.Info())
+	}
+	return out
 }
 
 func (s *Store) sortedLocked() []*Dataset {
@@ -221,7 +235,7 @@ func (s *Store) sortedLocked() []*Dataset {
 	for _, d := range s.datasets {
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b *Dataset) int { return cmpID(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
 	return out
 }
 
@@ -318,6 +332,7 @@ const startedMode = 0o755
 // createLocked creates writing dataset r, here by the application or, with
 // byJob, because another node started it, and unlocks s.mu.
 func (s *Store) createLocked(r Route, byJob bool) (*Dataset, bool, error) {
+	s.replaceKeptLocked(r.Name)
 	d := s.newDatasetLocked(r)
 	// State first, then the directory: a crash in between leaves a state
 	// entry whose directory recover() recreates, never an orphan.
@@ -415,6 +430,7 @@ func (s *Store) rename(d *Dataset, to Route, byJob bool) error {
 	}
 	from := d.name
 	if from != to.Name {
+		s.replaceKeptLocked(to.Name)
 		if err := s.cache.Rename(from, to.Name); err != nil {
 			d.mu.Unlock()
 			s.mu.Unlock()

@@ -210,8 +210,10 @@ func TestEvictionKeepsCacheSize(t *testing.T) {
 }
 
 // TestEvictionWaitsForTheRecord: a recorded dataset gives way only to a
-// newer recorded one; one complete here but not yet recorded (it may still
-// fail job-wide) makes the cache hold one more until its record comes.
+// newer recorded one whose redundancy settled; one complete here but not
+// yet recorded, or recorded and still being protected (it may still fail
+// job-wide: a node could not keep the record, issue 26), makes the cache
+// hold one more until then.
 func TestEvictionWaitsForTheRecord(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 2)
 	for i, n := range []string{"c1", "c2", "c3"} {
@@ -224,6 +226,7 @@ func TestEvictionWaitsForTheRecord(t *testing.T) {
 			if err := ts.SetRecord(n, uint64(i+1), time.Now()); err != nil {
 				t.Fatal(err)
 			}
+			ts.Settled(n)
 		}
 	}
 	if ts.Get("c1") == nil {
@@ -232,6 +235,10 @@ func TestEvictionWaitsForTheRecord(t *testing.T) {
 	if err := ts.SetRecord("c3", 3, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if ts.Get("c1") == nil {
+		t.Fatal("c1 evicted by c3, which is still being protected")
+	}
+	ts.Settled("c3")
 	if ts.Get("c1") != nil || ts.Get("c2") == nil || ts.Get("c3") == nil {
 		t.Fatalf("after c3's record: c1 %v, c2 %v, c3 %v; want only c1 gone", ts.Get("c1") != nil, ts.Get("c2") != nil, ts.Get("c3") != nil)
 	}
@@ -251,6 +258,7 @@ func TestEvictionCutOffByACrash(t *testing.T) {
 	must(t, os.CopyFS(kept, os.DirFS(ts.Get("c1").Dir())))
 	ts.completeWith(t, "c2", nil)
 	must(t, ts.SetRecord("c2", 2, time.Now()))
+	ts.Settled("c2")
 	if ts.Get("c1") != nil {
 		t.Fatal("c1 not evicted")
 	}
@@ -462,5 +470,23 @@ func TestDropAndFailWriting(t *testing.T) {
 	}
 	if ts.Get("done") != nil || len(ts.Failures()) != 1 {
 		t.Fatal("drop left the dataset or recorded a failure")
+	}
+}
+
+// TestEvictionAfterACrash: a daemon killed between a dataset's settling
+// and the eviction it made due (the others evicted the oldest) evicts it
+// when it starts again.
+func TestEvictionAfterACrash(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 1)
+	ts.recordDataset(t, "c1", 10, 1)
+	ts.Settled("c1")
+	ts.recordDataset(t, "c2", 10, 2)
+	if ts.Get("c1") == nil {
+		t.Fatal("c1 evicted before c2 settled")
+	}
+	// Killed now: c2 is protected on every node, which evicted c1.
+	ts.reopen(t)
+	if ts.Get("c1") != nil || ts.Get("c2") == nil {
+		t.Fatalf("after the restart: c1 %v, c2 %v; want only c2", ts.Get("c1") != nil, ts.Get("c2") != nil)
 	}
 }

@@ -73,6 +73,7 @@ func (s *Store) Settled(name string) {
 	s.mu.Unlock()
 	s.emptyTrashSoon()
 	s.reportInfo(EventSettled, info)
+	s.evict()
 }
 
 // emptyTrashSoon wakes the emptier.

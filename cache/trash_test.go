@@ -61,27 +61,30 @@ func (ts *testStore) awaitEmptyTrash(t *testing.T) {
 	}
 }
 
-// TestDeletesWaitForRedundancy: the dataset a newly recorded one evicts
-// stays in the trash until the new one's redundancy is settled, and is
-// deleted then, subdirectories and all.
+// TestDeletesWaitForRedundancy: a dataset evicted (c1, once c2 settled)
+// while another one's redundancy is being applied (c3's) stays in the
+// trash until that is settled, and is deleted then, subdirectories and
+// all.
 func TestDeletesWaitForRedundancy(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 1)
 	ts.recordDataset(t, "c1", 10, 1)
 	ts.Settled("c1")
 	ts.awaitEmptyTrash(t)
 
-	ts.recordDataset(t, "c2", 10, 2) // evicts c1
+	ts.recordDataset(t, "c2", 10, 2)
+	ts.recordDataset(t, "c3", 10, 3)
+	ts.Settled("c2") // evicts c1
 	if ts.Get("c1") != nil {
 		t.Fatal("c1 not evicted")
 	}
 	if wait := ts.emptyTrash(); wait <= 0 || wait > maxDeferral {
-		t.Fatalf("emptying the trash while c2 is being protected: wait %v, want (0, %v]", wait, maxDeferral)
+		t.Fatalf("emptying the trash while c3 is being protected: wait %v, want (0, %v]", wait, maxDeferral)
 	}
 	if got := ts.trashEntries(t); len(got) != 1 {
-		t.Fatalf("trash holds %v while c2 is being protected, want c1's directory", got)
+		t.Fatalf("trash holds %v while c3 is being protected, want c1's directory", got)
 	}
 
-	ts.Settled("c2")
+	ts.Settled("c3") // evicts c2
 	ts.awaitEmptyTrash(t)
 }
 
@@ -91,6 +94,11 @@ func TestDeletesGoAheadShortOfSpace(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 1)
 	ts.recordDataset(t, "c1", 10, 1)
 	ts.recordDataset(t, "c2", 1<<42, 2) // 4 TiB apparent: more than the disk has free
+	ts.recordDataset(t, "c3", 10, 3)
+	ts.Settled("c2") // evicts c1, while c3 is being protected
+	if ts.Get("c1") != nil {
+		t.Fatal("c1 not evicted")
+	}
 	ts.mustEmptyAtOnce(t)
 }
 
@@ -127,13 +135,15 @@ func TestDeletesGoAheadWhenSpaceRunsShort(t *testing.T) {
 	passes := make(chan time.Duration, 100)
 	ts := newTestStore(t, Rules{}, 1, func(o *Options) { o.emptied = func(w time.Duration) { passes <- w } })
 	ts.recordDataset(t, "c1", 10, 1)
-	ts.recordDataset(t, "c2", 10, 2) // evicts c1; c2 not settled
-	// The emptier waits for c2.
+	ts.recordDataset(t, "c2", 10, 2)
+	ts.recordDataset(t, "c3", 10, 3)
+	ts.Settled("c2") // evicts c1; c3 not settled
+	// The emptier waits for c3.
 	awaitPass(t, passes, func(w time.Duration) bool { return w > 0 })
 	if got := ts.trashEntries(t); len(got) != 1 {
-		t.Fatalf("trash holds %v while c2 is being protected, want c1's directory", got)
+		t.Fatalf("trash holds %v while c3 is being protected, want c1's directory", got)
 	}
-	d, _, err := ts.Obtain(Route{Name: "c3", Kind: KindDir, Root: "c3"})
+	d, _, err := ts.Obtain(Route{Name: "c4", Kind: KindDir, Root: "c4"})
 	must(t, err)
 	must(t, d.OpenWrite())
 	d.CloseWrite("f", 1<<42, true) // counted as 4 TiB: more than the disk has free

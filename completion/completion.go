@@ -74,6 +74,7 @@ type Completer struct {
 	endedOrder []string          // node 0: ended's names, oldest first
 	setOf      map[int][2]int    // node index → set and rank
 	runs       map[int]string    // node 0: each node's daemon run, from its latest join
+	ids        map[int]string    // node 0: each node's identity, from its latest join
 
 	// recalled is closed once node 0 heard every node's join after its
 	// start (or gave up on the silent ones); rounds wait for it. Closed
@@ -93,7 +94,7 @@ func New(o Options) (*Completer, error) {
 	c := &Completer{
 		o: o, self: o.Mux.Self(), net: o.Mux.Protocol("completion"), log: o.Logger, g: group.New(context.Background()),
 		metrics: newMetrics(o.Registerer),
-		changed: make(chan struct{}), rounds: map[string]bool{}, ended: map[string]string{}, runs: map[int]string{},
+		changed: make(chan struct{}), rounds: map[string]bool{}, ended: map[string]string{}, runs: map[int]string{}, ids: map[int]string{},
 		setOf: map[int][2]int{}, recalled: make(chan struct{}),
 	}
 	for s, members := range o.Sets {

@@ -108,7 +108,10 @@ func TestRecordAgreed(t *testing.T) {
 
 // TestPartialCheckpointFails is issue 12's second reproduction: a node is
 // killed after writing its share but before completion, and restarted with
-// its cache or wiped; the dataset fails everywhere with the reason.
+// its cache or wiped; the dataset fails everywhere with the reason — at
+// once, when the node joins (issue 26: no completion rule may ever fire,
+// the ranks that would write the marker being gone), and `scrfs complete`
+// then says it failed.
 func TestPartialCheckpointFails(t *testing.T) {
 	for _, wipe := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cache kept", true: "wiped"}[wipe], func(t *testing.T) {
@@ -120,10 +123,12 @@ func TestPartialCheckpointFails(t *testing.T) {
 				j.Wipe(3)
 			}
 			<-j.Restart(3)
-			complete(t, j, 0, "ckpt.1")
 			j.WaitState(wait, "ckpt.1", cache.Failed, j.All()...)
+			if err := j.Nodes[0].Protocols.Complete.Complete(context.Background(), "ckpt.1"); err == nil || !strings.Contains(err.Error(), "ckpt.1 failed") {
+				t.Errorf("complete ckpt.1 after it failed: %v, want it said", err)
+			}
 			_, why := j.Nodes[0].State("ckpt.1")
-			want := map[bool]string{false: "node 3 lost its copy", true: "node 3: its cache is newer than the dataset"}[wipe]
+			want := map[bool]string{false: "node 3 lost its copy: its daemon restarted", true: "node 3 lost its copy: it restarted with an empty cache"}[wipe]
 			if !strings.Contains(why, want) {
 				t.Errorf("failed because %q, want it to say %q", why, want)
 			}
@@ -147,7 +152,8 @@ func TestRestartedBeforeToldFails(t *testing.T) {
 			}
 			writeAll(j, "ckpt.1", 1) // node 0 begins it first, and goes on without node 1
 			<-j.Restart(1)
-			complete(t, j, 0, "ckpt.1")
+			// It fails as node 1 joins, or when completed: either way.
+			j.Nodes[0].Protocols.Complete.Complete(context.Background(), "ckpt.1")
 			j.WaitState(wait, "ckpt.1", cache.Failed, 0, 2, 3)
 			if _, why := j.Nodes[0].State("ckpt.1"); !strings.Contains(why, "node 1: it could not be told") {
 				t.Errorf("failed because %q, want node 1's restart named", why)
@@ -172,7 +178,6 @@ func TestWroteNothingVouched(t *testing.T) {
 	j.Kill(1)
 	j.Wipe(1)
 	<-j.Restart(1)
-	complete(t, j, 0, "ckpt.2")
 	j.WaitState(wait, "ckpt.2", cache.Failed, 0, 2, 3)
 }
 
@@ -216,7 +221,6 @@ func TestFailedCheckpointEvictsNothing(t *testing.T) {
 	writeAll(j, "ckpt.3")
 	j.Kill(3)
 	<-j.Restart(3)
-	complete(t, j, 0, "ckpt.3")
 	j.WaitState(wait, "ckpt.3", cache.Failed, j.All()...)
 	for _, name := range []string{"ckpt.1", "ckpt.2"} {
 		for _, n := range j.Nodes {
@@ -326,5 +330,24 @@ func TestRenameJobWide(t *testing.T) {
 	j.WaitState(wait, "ckpt.100", cache.Protected, j.All()...)
 	if rec := recordOf(t, j, 3, "ckpt.100"); regularFiles(&rec.Members[0]) != 1 {
 		t.Errorf("record after the rename: %+v", rec.Members[0])
+	}
+}
+
+// TestNotToldThenRestarted (found by issue 26's chaos test): node 2 is
+// down when a dataset begins, so telling it fails at once (connection
+// refused), before the starter's wait is over; when its daemon starts
+// again the dataset fails at once — its new run cannot vouch for what the
+// old one held — rather than stay writing on the others until a
+// completion rule fires (the marker's name may be node 2's to keep, which
+// its new run cannot speak for).
+func TestNotToldThenRestarted(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	j.Kill(2)
+	writeAll(j, "ckpt.1", 2)
+	<-j.Restart(2)
+	j.WaitState(wait, "ckpt.1", cache.Failed, 0, 1, 3)
+	if _, why := j.Nodes[0].State("ckpt.1"); !strings.Contains(why, "node 2: it could not be told") {
+		t.Errorf("failed because %q, want node 2's restart named", why)
 	}
 }

@@ -2,9 +2,11 @@ package completion
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,7 +41,7 @@ func (c *Completer) handleBegin(ctx context.Context, from int, m beginMsg) (any,
 			return nil, fmt.Errorf("dataset %s is complete already: %w", m.Dataset, cache.ErrReadOnly)
 		}
 		// A failed dataset's name may be written again from scratch.
-		c.endLocked(m.Dataset, "written again")
+		c.forgetEndLocked(m.Dataset)
 	}
 	_, known := c.ledger.Begun[m.Dataset]
 	c.ledger.begin(m.Dataset, m.ID, m.Run)
@@ -103,8 +105,9 @@ func (c *Completer) others(skip int) []int {
 // node that is down does not hold up the application's mkdir (which fails
 // once the starter's own wait for node 0 ends); it is told in the
 // background, or creates the dataset when the application writes there.
-// The nodes not told by then are noted in the ledger with the daemon run
-// node 0 knew for each (runs), which alone can vouch for its share.
+// The nodes not told by then, and those that could not be told at all,
+// are noted in the ledger with the daemon run node 0 knew for each
+// (runs), which alone can vouch for its share.
 func (c *Completer) announce(ctx context.Context, starter int, m beginMsg, runs map[int]string) {
 	told := make(chan struct{})
 	answered := map[int]bool{starter: true}
@@ -125,10 +128,28 @@ func (c *Completer) announce(ctx context.Context, starter int, m beginMsg, runs 
 			c.ledger.begin(m.Dataset, rep.ID, rep.Run)
 		})
 		c.mu.Lock()
+		// A node that failed the call (killed as it was told) is as
+		// unreached as one that did not answer in time; one that joined
+		// again meanwhile, with another run, can never vouch for its
+		// share, and the dataset fails now, as it would at that join.
+		doomed := map[string]failMsg{}
+		for n := range c.o.Nodes {
+			if answered[n] {
+				continue
+			}
+			c.ledger.unreached(m.Dataset, n, runs[n])
+			if cur := c.runs[n]; cur != runs[n] && c.ledger.Begun[m.Dataset] != nil && !c.rounds[m.Dataset] {
+				doomed[m.Dataset] = failMsg{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root,
+					Reason: fmt.Sprintf("node %d: it could not be told the dataset began, and its daemon restarted since", n)}
+				c.ledger.done(m.Dataset)
+				c.endLocked(m.Dataset, doomed[m.Dataset].Reason)
+			}
+		}
 		if err := c.persistLocked(); err != nil {
 			c.log.Error("keep the ledger", "err", err)
 		}
 		c.mu.Unlock()
+		c.failDoomed(doomed)
 		close(told)
 	}
 	if !c.g.Go(keep) {
@@ -204,8 +225,9 @@ func (c *Completer) awaitRecall(ctx context.Context) error {
 // now (with wait, before it returns).
 func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) {
 	c.mu.Lock()
-	c.runs[from] = m.Run
-	changed := c.ledger.heard(m.ID)
+	doomed := c.doomedLocked(from, m)
+	c.runs[from], c.ids[from] = m.Run, m.ID
+	changed := c.ledger.heard(m.ID) || len(doomed) > 0
 	if m.MaxSeq >= c.ledger.NextSeq {
 		c.ledger.NextSeq, changed = m.MaxSeq+1, true
 	}
@@ -220,7 +242,8 @@ func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) 
 		}
 	}
 	c.mu.Unlock()
-	c.log.Info("node joined", "from", from, "id", m.ID, "run", m.Run, "pending", len(m.Pending))
+	c.log.Info("node joined", "from", from, "id", m.ID, "run", m.Run, "pending", len(m.Pending), "writing", len(m.Writing))
+	c.failDoomed(doomed)
 	var rounds []<-chan struct{}
 	for _, p := range m.Pending {
 		// Again, even if its round ended recorded: the node missed the
@@ -244,14 +267,101 @@ func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) 
 	}
 }
 
+// doomedLocked returns the datasets being written that node from's join
+// m shows can never complete, each with why: node from's daemon
+// restarted, or it was wiped, since it began them (its copy is lost: its
+// restore failed it, or it is gone with the cache) or since it could not
+// be told they began (it cannot vouch for what it held meanwhile), or a
+// node writes one that node 0's ledger does not know (node 0 restarted
+// with an empty cache): the ledger's rules (judge) would fail them. Failing them now settles them at once, rather than leaving them
+// writing until a completion rule fires, which may never come (the ranks
+// that would write the marker are gone). Datasets complete on node from
+// are proven by their rounds instead; a round already under way decides
+// for itself. c.mu must be held.
+func (c *Completer) doomedLocked(from int, m joinMsg) map[string]failMsg {
+	out := map[string]failMsg{}
+	pending := map[string]bool{}
+	for _, p := range m.Pending {
+		pending[p.Dataset] = true
+	}
+	prevID := c.ids[from]
+	wiped := prevID != "" && prevID != m.ID
+	for name, b := range c.ledger.Begun {
+		if pending[name] || c.rounds[name] {
+			continue
+		}
+		if from == c.self && c.failedHere(name) != "" {
+			// Node 0's own copy, failed by its restore even where its
+			// run never made it into the ledger (killed before it kept
+			// what it heard).
+			out[name] = failMsg{Dataset: name, Reason: "node 0 lost its copy: its daemon restarted while it was being written"}
+			continue
+		}
+		if run, ok := b.Unreached[from]; ok && run != m.Run {
+			out[name] = failMsg{Dataset: name, Reason: fmt.Sprintf("node %d: it could not be told the dataset began, and its daemon restarted since", from)}
+			continue
+		}
+		for _, by := range b.By {
+			switch {
+			case by[0] == m.ID && by[1] != m.Run:
+				out[name] = failMsg{Dataset: name, Reason: fmt.Sprintf("node %d lost its copy: its daemon restarted while it was being written", from)}
+			case wiped && by[0] == prevID:
+				out[name] = failMsg{Dataset: name, Reason: fmt.Sprintf("node %d lost its copy: it restarted with an empty cache (wiped or replaced) while it was being written", from)}
+			}
+		}
+	}
+	for _, w := range m.Writing {
+		if _, ok := c.ledger.Begun[w.Dataset]; !ok && !c.rounds[w.Dataset] {
+			out[w.Dataset] = failMsg{Dataset: w.Dataset, Reason: "node 0 lost its copy: it restarted with an empty cache (wiped or replaced) while it was being written, and has no record of when it began"}
+		}
+	}
+	for _, w := range m.Writing {
+		if f, ok := out[w.Dataset]; ok {
+			f.Kind, f.Root = w.Kind, w.Root
+			out[w.Dataset] = f
+		}
+	}
+	for name, f := range out {
+		c.ledger.done(name)
+		c.endLocked(name, f.Reason)
+	}
+	return out
+}
+
+// failDoomed fails every dataset in doomed on every node, in the
+// background.
+func (c *Completer) failDoomed(doomed map[string]failMsg) {
+	for name, f := range doomed {
+		if f.Kind == "" {
+			f.Kind, f.Root = string(cache.KindDir), name
+			if ds := c.o.Store.Get(name); ds != nil {
+				r := ds.Route()
+				f.Kind, f.Root = string(r.Kind), r.Root
+			}
+		}
+		f.Reason = "incomplete: " + f.Reason
+		c.metrics.rounds.WithLabelValues("failed").Inc()
+		c.log.Error("dataset failed: a node restarted while it was being written", "dataset", name, "reason", f.Reason)
+		c.g.Go(func(ctx context.Context) { c.tell(ctx, "fail", f, c.log.With("dataset", name)) })
+	}
+}
+
 func (c *Completer) handleComplete(ctx context.Context, from int, m completeMsg) (any, error) {
 	if c.self != coordinator {
 		return nil, c.errNotCoordinator("complete")
 	}
 	c.mu.Lock()
 	_, begun := c.ledger.Begun[m.Dataset]
-	_, ended := c.ended[m.Dataset]
+	why, ended := c.ended[m.Dataset]
 	c.mu.Unlock()
+	if ended && why != "" && !begun {
+		return nil, fmt.Errorf("dataset %s failed: %s", m.Dataset, why)
+	}
+	if !begun && !ended && c.o.Store.Get(m.Dataset) == nil {
+		if lost := c.failedHere(m.Dataset); lost != "" {
+			return nil, fmt.Errorf("dataset %s failed: %s", m.Dataset, lost)
+		}
+	}
 	// A name nobody knows is refused (scrfs complete of a typo); but a
 	// node that holds the dataset (m.Kind is set) gets a round even when
 	// node 0 has no record of it — node 0 lost its ledger (replaced,
@@ -383,7 +493,37 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	c.metrics.rounds.WithLabelValues("recorded").Inc()
 	log.Info("dataset complete job-wide", "seq", rec.Seq, "members", len(rec.Members), "reason", m.Reason,
 		"seconds", time.Since(start).Seconds())
-	c.tell(ctx, "record", recordMsg{Record: rec}, log)
+	if refused := c.tell(ctx, "record", recordMsg{Record: rec}, log); len(refused) > 0 {
+		c.unrecord(ctx, m, rec, refused, log)
+	}
+}
+
+// unrecord fails a dataset whose record nodes refused to keep (their
+// cache full, their share gone since): it cannot be protected without
+// every share, and a dataset must never be complete or flushed somewhere
+// while its record is missing elsewhere. Nodes that keep it recorded fail
+// it too (failMsg.Seq). A node that could not be reached learns the record
+// when it joins again, as ever.
+func (c *Completer) unrecord(ctx context.Context, m completeMsg, rec *record.Record, refused map[int]error, log *slog.Logger) {
+	var why []string
+	for _, n := range slices.Sorted(maps.Keys(refused)) {
+		msg := refused[n].Error()
+		var re *jobnet.RemoteError
+		if errors.As(refused[n], &re) {
+			msg = re.Msg // it names the node
+		}
+		why = append(why, msg)
+	}
+	reason := "incomplete: " + strings.Join(why, "; ")
+	c.mu.Lock()
+	c.endLocked(m.Dataset, reason)
+	if err := c.persistLocked(); err != nil {
+		log.Error("keep the ledger", "err", err)
+	}
+	c.mu.Unlock()
+	c.metrics.rounds.WithLabelValues("failed").Inc()
+	log.Error("dataset failed: not every node could keep its record", "seq", rec.Seq, "reason", reason)
+	c.tell(ctx, "fail", failMsg{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root, Reason: reason, Seq: rec.Seq}, log)
 }
 
 // recordedBefore returns the newest record of m's dataset a node answered
@@ -462,6 +602,13 @@ func (c *Completer) recordLocked(m completeMsg, shares []share) *record.Record {
 // repeated rounds.
 const maxEnded = 1024
 
+// forgetEndLocked forgets how dataset name's round ended: it is written
+// again. c.mu must be held.
+func (c *Completer) forgetEndLocked(name string) {
+	delete(c.ended, name)
+	c.endedOrder = slices.DeleteFunc(c.endedOrder, func(n string) bool { return n == name })
+}
+
 // endLocked remembers how dataset name's round ended ("" = recorded),
 // forgetting the oldest outcome beyond maxEnded. c.mu must be held.
 func (c *Completer) endLocked(name, why string) {
@@ -476,15 +623,21 @@ func (c *Completer) endLocked(name, why string) {
 }
 
 // tell sends a round's outcome to every node, each tried for at most
-// ConnectTimeout; a node that missed it learns when it joins again.
-func (c *Completer) tell(ctx context.Context, kind string, msg any, log *slog.Logger) {
+// ConnectTimeout; a node that missed it learns when it joins again. It
+// returns the errors of the nodes that were reached and refused it.
+func (c *Completer) tell(ctx context.Context, kind string, msg any, log *slog.Logger) map[int]error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
 	defer cancel()
+	refused := map[int]error{}
 	for n, r := range c.net.Fanout(ctx, c.all(), kind, msg) {
 		if r.Err != nil {
 			log.Warn("could not tell a node how a completion ended", "to", n, "outcome", kind, "err", r.Err)
+			if jobnet.IsRemote(r.Err) {
+				refused[n] = r.Err
+			}
 		}
 	}
+	return refused
 }
 
 func itoa(i int) string { return fmt.Sprint(i) }

@@ -1,6 +1,7 @@
 package completion_test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"strings"
@@ -21,10 +22,11 @@ import (
 // recorded or failed with a true reason; none waits forever.
 
 // TestCoordinatorWipedMidWrite: node 0 is lost (wiped) while the nodes
-// write; its replacement knows nothing of the dataset, yet a completion
-// rule firing on another node ends it, failed on every node (node 0 lost
-// its share), instead of being refused and left complete on that node
-// and writing on the others for ever.
+// write; its replacement knows nothing of the dataset but learns of it
+// from the others at its start, and fails it on every node (node 0 lost
+// its share) at once, rather than leave it writing until a completion
+// rule fires, which may never happen (issue 26); `scrfs complete` through
+// node 0 then says it failed.
 func TestCoordinatorWipedMidWrite(t *testing.T) {
 	j := job(t, 8)
 	j.RestartAll()
@@ -32,8 +34,10 @@ func TestCoordinatorWipedMidWrite(t *testing.T) {
 	j.Kill(0)
 	j.Wipe(0)
 	<-j.Restart(0)
-	complete(t, j, 3, "ckpt.1")
-	j.WaitState(wait, "ckpt.1", cache.Failed, 1, 2, 3)
+	j.WaitState(wait, "ckpt.1", cache.Failed, j.All()...)
+	if err := j.Nodes[0].Protocols.Complete.Complete(context.Background(), "ckpt.1"); err == nil || !strings.Contains(err.Error(), "ckpt.1 failed") {
+		t.Errorf("complete ckpt.1 through node 0 after it failed: %v, want it said", err)
+	}
 	if _, why := j.Nodes[3].State("ckpt.1"); !strings.Contains(why, "node 0") {
 		t.Errorf("ckpt.1 failed saying %q; want node 0 named", why)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -110,6 +111,9 @@ type joinMsg struct {
 	// Pending are the datasets complete here but not yet recorded (node 0
 	// proves them now).
 	Pending []pendingDataset `json:"pending,omitempty"`
+	// Writing are the datasets being written here: a node 0 that restarted
+	// learns of them, and fails those it can no longer vouch for.
+	Writing []pendingDataset `json:"writing,omitempty"`
 }
 
 type pendingDataset struct {
@@ -120,7 +124,7 @@ type pendingDataset struct {
 
 // Check implements jobnet.Checker.
 func (m joinMsg) Check() error {
-	for _, p := range m.Pending {
+	for _, p := range slices.Concat(m.Pending, m.Writing) {
 		if err := layout.CheckRoute(p.Dataset, p.Kind, p.Root); err != nil {
 			return err
 		}
@@ -157,8 +161,12 @@ func (c *Completer) joining() joinMsg {
 	for _, ds := range c.o.Store.Datasets() {
 		info := ds.Info()
 		m.MaxSeq = max(m.MaxSeq, info.Seq)
-		if info.State.Completed() && info.Seq == 0 {
-			m.Pending = append(m.Pending, pendingDataset{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root})
+		p := pendingDataset{Dataset: info.Name, Kind: string(info.Kind), Root: info.Root}
+		switch {
+		case info.State.Completed() && info.Seq == 0:
+			m.Pending = append(m.Pending, p)
+		case info.State == cache.Writing:
+			m.Writing = append(m.Writing, p)
 		}
 	}
 	return m
@@ -329,13 +337,13 @@ func (c *Completer) handleRecord(ctx context.Context, from int, m recordMsg) (an
 	rec := m.Record
 	me := rec.Member(c.o.Store.NodeID())
 	if me == nil {
-		return nil, fmt.Errorf("node %d (%s) is not a member of the record of %s", c.self, c.o.Store.NodeID(), rec.Dataset)
+		return nil, fmt.Errorf("node %d lost its share after sharing it: its cache (%s) is not the one that shared it (wiped or replaced)", c.self, c.o.Store.NodeID())
 	}
 	route := cache.Route{Name: rec.Dataset, Kind: cache.Kind(rec.Kind), Root: rec.Root}
 	ds := c.o.Store.Get(rec.Dataset)
 	if ds == nil {
 		if !me.Empty {
-			return nil, fmt.Errorf("node %d lost its copy of %s after sharing it", c.self, rec.Dataset)
+			return nil, fmt.Errorf("node %d lost its share of %s after sharing it", c.self, rec.Dataset)
 		}
 		var err error
 		if ds, err = c.adoptEmpty(route, rec); err != nil {
@@ -346,11 +354,11 @@ func (c *Completer) handleRecord(ctx context.Context, from int, m recordMsg) (an
 		return struct{}{}, nil // told twice
 	}
 	if err := record.Save(ds.Dir(), rec); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %d could not keep its record: %w", c.self, err)
 	}
 	// The store reports it recorded, and it is protected under rec.
 	if err := c.o.Store.SetRecord(rec.Dataset, rec.Seq, rec.Completed); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("node %d could not keep its record: %w", c.self, err)
 	}
 	return struct{}{}, nil
 }
@@ -379,6 +387,9 @@ type failMsg struct {
 	Kind    string `json:"kind"`
 	Root    string `json:"root"`
 	Reason  string `json:"reason"`
+	// Seq, when set, fails the dataset recorded with that sequence too:
+	// its record could not be kept on every node.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // Check implements jobnet.Checker.
@@ -386,7 +397,7 @@ func (m failMsg) Check() error { return layout.CheckRoute(m.Dataset, m.Kind, m.R
 
 func (c *Completer) handleFail(ctx context.Context, from int, m failMsg) (any, error) {
 	if ds := c.o.Store.Get(m.Dataset); ds != nil {
-		if ds.Info().Seq != 0 {
+		if seq := ds.Info().Seq; seq != 0 && seq != m.Seq {
 			return nil, fmt.Errorf("node %d holds %s recorded; refusing to fail it", c.self, m.Dataset)
 		}
 		return struct{}{}, c.o.Store.Fail(m.Dataset, m.Reason)

@@ -44,6 +44,20 @@ type Node struct {
 	// serves every dataset it holds, refuses new ones with ENOSPC, and
 	// leaves this condition by itself at the first write that succeeds.
 	ReadOnly *ReadOnly `json:"read_only,omitempty"`
+	// Restored says which checkpoint the job restored at this daemon's
+	// start, and from where; absent before the restore has decided.
+	Restored *Restored `json:"restored,omitempty"`
+}
+
+// Restored is the checkpoint a restart restored.
+type Restored struct {
+	// Dataset is its name; "" when the job restored none.
+	Dataset string `json:"dataset,omitempty"`
+	// From is "cache" (it survived in the caches, rebuilt where a member
+	// was lost), "prefix" (fetched) or "none".
+	From string `json:"from"`
+	// Reason says why from there: why a fetch, why nothing.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReadOnly says why and since when a daemon's cache is read-only.

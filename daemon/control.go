@@ -217,6 +217,9 @@ func (d *Daemon) status() control.Status {
 	if d.mount != nil {
 		st.Node.Mountpoint = d.mount.Dir()
 	}
+	if r := d.node.Flusher.Restored(); r != nil {
+		st.Node.Restored = &control.Restored{Dataset: r.Dataset, From: r.From, Reason: r.Reason}
+	}
 	if ro, active := d.store.ReadOnly(); active {
 		st.Node.ReadOnly = &control.ReadOnly{Since: ro.Since, Reason: ro.Reason, Error: ro.Err.Error(), FailedWrites: ro.Failures}
 	}

@@ -25,9 +25,10 @@ func (d *Daemon) handleFlushRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleFlushProgress serves GET /v1/flush?name=NAME[&round=R][&wait=D]:
-// with wait, a flush still under way is reported when it ends or after D
-// (at most a minute), whichever is first, so `scrfs flush --wait` learns
-// the end at once without polling fast.
+// the dataset's flush, every node's part together; with wait, a flush
+// still under way is reported when it ends or after D (at most a minute),
+// whichever is first, so `scrfs flush --wait` learns the end at once
+// without polling fast.
 func (d *Daemon) handleFlushProgress(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var wait time.Duration
@@ -42,7 +43,7 @@ func (d *Daemon) handleFlushProgress(w http.ResponseWriter, r *http.Request) {
 	defer deadline.Stop()
 	for {
 		changed := d.node.Flusher.Changes()
-		p, err := d.node.Flusher.Progress(q.Get("name"), q.Get("round"))
+		p, err := d.node.Flusher.DatasetProgress(r.Context(), q.Get("name"), q.Get("round"))
 		if err != nil {
 			writeError(w, err)
 			return

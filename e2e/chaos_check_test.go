@@ -44,11 +44,12 @@ func (p chaosPhase) hit() string {
 	return phaseIdle
 }
 
-// statuses asks every live node for its status, briefly; nodes that do not
-// answer (down, starting) are left out.
+// statuses asks every live node of the job for its status, briefly;
+// nodes that do not answer (down, starting) are left out.
 func (ch *chaos) statuses() map[int]*control.Status {
 	out := map[int]*control.Status{}
-	for i, n := range ch.c.Nodes {
+	for _, i := range ch.job {
+		n := ch.c.Nodes[i]
 		if n.hasExited() {
 			continue
 		}
@@ -62,7 +63,7 @@ func (ch *chaos) statuses() map[int]*control.Status {
 
 // phaseOf reads the phase from the statuses, for dataset ds (nil: any).
 func (ch *chaos) phaseOf(sts map[int]*control.Status, ds *chaosDataset) chaosPhase {
-	p := chaosPhase{quiet: len(sts) == len(ch.c.Nodes), atRest: true, flushed: true}
+	p := chaosPhase{quiet: len(sts) == len(ch.job), atRest: true, flushed: true}
 	for _, st := range sts {
 		p.quiet = p.quiet && st.Node.Ready
 		for _, row := range st.Datasets {
@@ -152,9 +153,12 @@ func (ch *chaos) dataset(name string) *chaosDataset {
 }
 
 // settled says whether a node's row of a dataset has come to rest with
-// every node up: protected or failed, nothing rebuilt or flushed. A
-// dataset left writing is at rest only if its marker never came (an
-// interrupted checkpoint whose ranks gave up).
+// every node up: protected or failed, nothing rebuilt or flushed; or
+// degraded, when members of the job that wrote it are not in the job now
+// (their shares are hosted by others, or gone). A dataset being written is
+// never at rest: once every node is up, one a kill interrupted must fail
+// (the node that lost its share joins again and says so) and every other
+// one was marked complete.
 func (ch *chaos) settledRow(row control.Dataset) bool {
 	if row.Rebuild != nil {
 		return false
@@ -162,12 +166,25 @@ func (ch *chaos) settledRow(row control.Dataset) bool {
 	if row.Flush != nil && (row.Flush.State == control.FlushScheduled || row.Flush.State == control.FlushRunning) {
 		return false
 	}
-	switch row.State {
-	case "protected", "failed":
+	return row.State == "protected" || row.State == "failed" || ch.heldRow(row)
+}
+
+// heldRow says whether a row shows a dataset served: protected; degraded
+// for members away; or recorded under SINGLE (a job of one node), which
+// is never protected and reads complete.
+func (ch *chaos) heldRow(row control.Dataset) bool {
+	if row.State == "protected" {
 		return true
-	case "writing":
-		ds := ch.dataset(row.Name)
-		return ds != nil && !ds.marked && ds.disturbed
+	}
+	ds := ch.dataset(row.Name)
+	switch {
+	case ds == nil:
+		return false
+	case row.State == "degraded":
+		return len(ch.away(ds)) > 0
+	case row.State == "complete":
+		// A job of one node records what it writes or fetches so.
+		return row.Seq > 0 && (ds.single || len(ch.job) == 1)
 	}
 	return false
 }
@@ -179,7 +196,7 @@ func (ch *chaos) settle() map[int]*control.Status {
 	var last string
 	settled := testutil.Poll(chaosSettle, func() bool {
 		sts, last = ch.statuses(), ""
-		for i := range ch.c.Nodes {
+		for _, i := range ch.job {
 			st := sts[i]
 			if st == nil || !st.Node.Ready {
 				last += fmt.Sprintf("node %d not answering or not ready; ", i)
@@ -233,6 +250,23 @@ func (ch *chaos) check(all, final bool) {
 		ch.checkDataset(ds, sts, all)
 	}
 	ch.checkIndex(final)
+	ch.checkSameView()
+	if ch.restartedAll {
+		ch.restartedAll = false
+		ch.checkNewest(func(ds *chaosDataset) bool { return len(ch.holders(ds, sts)) == len(ch.job) })
+	}
+}
+
+// holders returns the nodes whose status shows ds served (heldRow).
+func (ch *chaos) holders(ds *chaosDataset, sts map[int]*control.Status) []int {
+	var out []int
+	for i, st := range sts {
+		if row := findRow(st, ds.name); row != nil && ch.heldRow(*row) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // split names a dataset some node shows failed and another protected.
@@ -254,32 +288,46 @@ func (ch *chaos) split(sts map[int]*control.Status) string {
 
 // checkDataset checks one dataset against every node's settled status.
 func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all bool) {
-	var held, failed []int
+	var failed []int
 	reason := ""
 	for i, st := range sts {
-		row := findRow(st, ds.name)
-		switch {
-		case row == nil:
-		case row.State == "failed":
+		if row := findRow(st, ds.name); row != nil && row.State == "failed" {
 			failed = append(failed, i)
 			reason = row.Reason
-		case row.State == "protected":
-			held = append(held, i)
 		}
 	}
-	slices.Sort(held)
+	held := ch.holders(ds, sts)
 	slices.Sort(failed)
-	if ds.failed != "" && len(held) > 0 && ch.inPrefix(ds) {
+	if len(ch.job) == 1 && len(held) > 0 {
+		ds.single = true
+	}
+	if ds.failed != "" && len(held) > 0 && ch.inPrefix(ds) && (!ds.keptAway || len(ch.away(ds)) > 0) {
 		// Every node lost what it could restart from, and the job
 		// fetched the newest complete dataset from the prefix: this one,
 		// recorded anew. It must read back as written.
 		ch.t.Logf("%s: %s, failed in the caches, came back from the prefix", ch.sc.name, ds.name)
 		ch.counts.fetched++
-		ds.failed, ds.lost = "", map[int]bool{}
+		// Recorded anew by this job: its members and scheme are today's.
+		_, ds.tolerance = ch.sc.sized(len(ch.job))
+		ds.failed, ds.lost, ds.members, ds.single = "", map[int]bool{}, slices.Clone(ch.job), len(ch.job) == 1
+	}
+	if ds.failed != "" && ds.keptAway && len(held) > 0 && len(failed) == 0 {
+		// Failed for members away, kept: they are back, and it is served
+		// again (or the prefix gave it back).
+		ch.t.Logf("%s: %s, failed while members were away, is served again", ch.sc.name, ds.name)
+		ch.counts.revived++
+		ds.failed, ds.keptAway = "", false
 	}
 	if ds.failed != "" {
 		if len(held) > 0 {
 			ch.t.Fatalf("%s failed (%s) but nodes %v hold it protected", ds.name, ds.failed, held)
+		}
+		if ds.keptAway {
+			if ch.returned(ds) {
+				ch.t.Fatalf("%s failed while members were away (%s); every member is back with its share (lost: %v), yet it is not served again",
+					ds.name, ds.failed, slices.Sorted(maps.Keys(ds.lost)))
+			}
+			ch.checkKept(ds)
 		}
 		return
 	}
@@ -288,6 +336,9 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 			ch.t.Fatalf("%s failed on nodes %v (%s) and protected on nodes %v", ds.name, failed, reason, held)
 		}
 		ch.judgeFailure(ds, reason)
+		if ds.keptAway {
+			ch.checkKept(ds)
+		}
 		return
 	}
 	if ds.partial {
@@ -298,7 +349,7 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 		delete(ds.lost, i)
 	}
 	switch {
-	case len(held) == len(ch.c.Nodes):
+	case len(held) == len(ch.job):
 		ch.verifyMounts(ds, all)
 	case ch.evictable(ds):
 		if len(held) == 0 && !ds.evicted {
@@ -307,16 +358,42 @@ func (ch *chaos) checkDataset(ds *chaosDataset, sts map[int]*control.Status, all
 		}
 	case !ds.marked && ds.disturbed:
 		// Its marker never came: nothing to hold.
-	case len(ds.lost) == len(ch.c.Nodes) && len(held) == 0:
-		// Every node's cache was wiped before it was rebuilt anywhere:
+	case len(held) == 0 && ch.allLost(ds):
+		// Every member's cache was wiped before it was rebuilt anywhere:
 		// no node is left to hold it, or to remember that it failed.
 		ds.failed = "lost on every node"
 		ch.counts.failedTrue++
 		ch.t.Logf("%s: %s lost with every node's cache", ch.sc.name, ds.name)
+	case len(held) == 0 && ch.nothingHere(ds):
+		// Its members in the job lost their shares, the others are away
+		// with theirs: the job knows nothing of it until they are back.
+		ds.keptAway = true
+		ds.failed = "nothing of it in the job"
+		ch.t.Logf("%s: %s: nothing of it in the job, its other members away", ch.sc.name, ds.name)
 	default:
-		ch.t.Fatalf("%s (protected before: %v, recorded: %v, lost shares %v) is held protected on nodes %v only, and no node says it failed",
-			ds.name, ds.protected, ds.recorded, slices.Sorted(maps.Keys(ds.lost)), held)
+		ch.t.Fatalf("%s (protected before: %v, recorded: %v, lost shares %v, members %v, job %v) is held protected on nodes %v only, and no node says it failed",
+			ds.name, ds.protected, ds.recorded, slices.Sorted(maps.Keys(ds.lost)), ds.members, ch.job, held)
 	}
+}
+
+// nothingHere says whether every member of ds in the job lost its share.
+func (ch *chaos) nothingHere(ds *chaosDataset) bool {
+	for _, m := range ds.members {
+		if ch.inJob(m) && !ds.lost[m] {
+			return false
+		}
+	}
+	return true
+}
+
+// allLost says whether every member of ds lost its share.
+func (ch *chaos) allLost(ds *chaosDataset) bool {
+	for _, m := range ds.members {
+		if !ds.lost[m] {
+			return false
+		}
+	}
+	return true
 }
 
 // inPrefix says whether the prefix index listed ds complete, its tree
@@ -332,25 +409,41 @@ func (ch *chaos) inPrefix(ds *chaosDataset) bool {
 // so its redundancy is incomplete) for losing one; and one that was never
 // recorded only because a kill interrupted it.
 func (ch *chaos) judgeFailure(ds *chaosDataset, reason string) {
+	// Members whose nodes are not in the job now are away: as good as
+	// lost until they return.
+	away := ch.away(ds)
 	lost := len(ds.lost)
+	for _, m := range away {
+		if !ds.lost[m] {
+			lost++
+		}
+	}
 	var ok bool
 	switch {
 	case ds.partial:
 		ok = true
 		ch.counts.failedPartial++
+	case strings.Contains(reason, "could not keep its record"):
+		ok = ds.recordRefused
+		ch.counts.recordRefused++
+	case strings.Contains(reason, "after sharing it"):
+		// A node killed (wiped) between its share and the record.
+		ok = ds.disturbed && !ds.protected
+		ch.counts.failedUnrecorded++
 	case strings.Contains(reason, "tolerates") || strings.Contains(reason, "never protected"):
 		// A dataset past the cache size may have been evicted on some
 		// nodes (the newer one that pushed it out failed later): those
 		// count as lost shares too, and the test cannot tell which.
-		ok = lost > ch.sc.tolerance || (!ds.protected && lost > 0) || ch.evictable(ds)
+		ok = lost > ds.tolerance || (!ds.protected && lost > 0) || ch.evictable(ds)
 		ch.counts.failedTrue++
+		ds.keptAway = len(away) > 0
 	default:
 		ok = !ds.recorded && ds.disturbed
 		ch.counts.failedUnrecorded++
 	}
 	if !ok {
-		ch.t.Fatalf("%s failed saying %q, which is not true: protected before %v, recorded %v, disturbed %v, shares lost (wiped, not rebuilt) on nodes %v, %s tolerates %d",
-			ds.name, reason, ds.protected, ds.recorded, ds.disturbed, slices.Sorted(maps.Keys(ds.lost)), ch.sc.name, ch.sc.tolerance)
+		ch.t.Fatalf("%s failed saying %q, which is not true: protected before %v, recorded %v, disturbed %v, shares lost (wiped, not rebuilt) on nodes %v, members away %v, it tolerates %d",
+			ds.name, reason, ds.protected, ds.recorded, ds.disturbed, slices.Sorted(maps.Keys(ds.lost)), away, ds.tolerance)
 	}
 	ds.failed = reason
 	ch.t.Logf("%s: %s failed: %s", ch.sc.name, ds.name, reason)
@@ -362,7 +455,8 @@ func (ch *chaos) verifyMounts(ds *chaosDataset, all bool) {
 	if !all && ds.evicted {
 		return
 	}
-	for i, n := range ch.c.Nodes {
+	for _, i := range ch.job {
+		n := ch.c.Nodes[i]
 		var got map[string]string
 		err := within(chaosOp, func() (err error) {
 			got, err = sumTree(n.Path(ds.name))
@@ -370,6 +464,11 @@ func (ch *chaos) verifyMounts(ds *chaosDataset, all bool) {
 		})
 		if errors.Is(err, errHang) {
 			ch.t.Fatalf("HANG: reading %s through node %d's mount: %v", ds.name, i, err)
+		}
+		if errors.Is(err, os.ErrNotExist) && ch.evictable(ds) {
+			// Evicted once a newer one settled, after the statuses said
+			// it was there.
+			return
 		}
 		if err != nil {
 			ch.t.Fatalf("reading %s, protected on every node, through node %d's mount: %v", ds.name, i, err)

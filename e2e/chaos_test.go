@@ -27,6 +27,18 @@ import (
 // written; a checkpoint a kill interrupted is never complete anywhere; no
 // call or wait hangs; no daemon panics.
 //
+// Issue 26 extends it with what a restart on another node set and a full
+// cache do (chaos_nodes_test.go): between the kills the whole job is now
+// and then restarted on fewer nodes (within its schemes' tolerance, and
+// beyond it), in another order, and back on its full node list with the
+// returning nodes' caches; and now and then a node's cache fills up while
+// a checkpoint is written there. The checks after every recovery add:
+// nothing whose data survives somewhere is deleted (a dataset failed for
+// members away is kept where it is, and served again once they are back);
+// after a restart of the whole job, the newest intact checkpoint, in the
+// caches or the prefix, is the one served; every mount shows the same
+// datasets; every dataset being written settles within its bound.
+//
 // A run is reproducible in its decisions (not its timing) from the seed it
 // prints: -chaos.seed=N replays them, -chaos.duration=30m runs longer (with
 // -timeout 0 or a go test timeout above twice that).
@@ -46,11 +58,27 @@ type chaosScheme struct {
 	env       []string
 	tolerance int // members of a set the scheme can lose
 	victims   int // nodes killed at once, at most
+	// sized is what a job of n nodes changes in env (a scheme that does
+	// not fit so few nodes), and the members its sets can lose.
+	sized func(n int) (env []string, tolerance int)
 }
 
 var chaosSchemes = []chaosScheme{
-	{"xor", []string{"SCRFS_REDUNDANCY_SCHEME=xor"}, 1, 1},
-	{"rs", []string{"SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2"}, 2, 2},
+	{"xor", []string{"SCRFS_REDUNDANCY_SCHEME=xor"}, 1, 1, func(n int) ([]string, int) {
+		if n == 1 {
+			return []string{"SCRFS_REDUNDANCY_SCHEME=single"}, 0
+		}
+		return nil, 1
+	}},
+	{"rs", []string{"SCRFS_REDUNDANCY_SCHEME=rs", "SCRFS_REDUNDANCY_PARITY=2"}, 2, 2, func(n int) ([]string, int) {
+		switch n {
+		case 1:
+			return []string{"SCRFS_REDUNDANCY_SCHEME=single"}, 0
+		case 2:
+			return []string{"SCRFS_REDUNDANCY_PARITY=1"}, 1
+		}
+		return nil, 2
+	}},
 }
 
 // The phases a kill aims at; a kill is counted by the phase the status
@@ -63,6 +91,9 @@ const (
 	phaseFlush    = "mid-flush"      // a flush round copies
 	phaseRebuild  = "mid-rebuild"    // a lost member is being rebuilt
 	phaseIdle     = "idle"           // nothing under way: a plain crash
+	// phaseFull aims no kill: a node's cache fills up while the
+	// checkpoint is written there (chaos_nodes_test.go).
+	phaseFull = "cache full"
 )
 
 // The bounds of every wait: exceeding one is a hang, reported as a
@@ -103,6 +134,16 @@ type chaos struct {
 	cacheSz  int
 	datasets []*chaosDataset // in the order they were begun
 	counts   chaosCounts
+	// job are the nodes the job runs on now, in its order: ch.job[j] (an
+	// index into ch.c.Nodes, which the test calls the node) is node j of
+	// the job. The others are stopped, their caches kept.
+	job []int
+	// small: every node's cache is a small file system of its own, which
+	// the test can fill up (root only).
+	small bool
+	// restartedAll: the whole job restarted since the last check, which
+	// then checks that it serves the newest intact checkpoint.
+	restartedAll bool
 	// checkedIndex remembers the index entries whose prefix trees were
 	// verified, by name and flush time.
 	checkedIndex map[string]time.Time
@@ -121,6 +162,12 @@ type chaosCounts struct {
 	prefixVerified, evicted     int            // index entries whose trees were checked; datasets gone by the cache size
 	writeErrors                 int            // writes refused on live nodes during a mid-write kill
 	fetched                     int            // datasets failed in the caches that came back from the prefix
+	nodeSets                    map[string]int // restarts of the whole job on another node set, by kind
+	fullCaches, enospc          int            // caches filled up while a checkpoint was written; writes that got ENOSPC
+	recordRefused               int            // checkpoints failed for a record a full cache could not keep
+	kept, revived               int            // datasets failed for members away whose files were found kept; served again once back
+	newest                      int            // restarts of the whole job checked to serve the newest intact checkpoint
+	sameView                    int            // checks that every mount showed the same datasets
 }
 
 func newChaos(t *testing.T, sc chaosScheme, seed uint64) *chaos {
@@ -128,7 +175,7 @@ func newChaos(t *testing.T, sc chaosScheme, seed uint64) *chaos {
 	ch := &chaos{
 		t: t, sc: sc, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)),
 		prefix: t.TempDir(), cacheSz: 2,
-		counts:       chaosCounts{kills: map[string]int{}},
+		counts:       chaosCounts{kills: map[string]int{}, nodeSets: map[string]int{}},
 		checkedIndex: map[string]time.Time{},
 		scanned:      map[*logWatch]int{},
 	}
@@ -144,10 +191,21 @@ func newChaos(t *testing.T, sc chaosScheme, seed uint64) *chaos {
 		"SCRFS_REDUNDANCY_PIECE_SIZE=64KiB",
 		"SCRFS_RESTART_MEMBER_TIMEOUT=10s",
 		"SCRFS_LOG_LEVEL=info",
+		// Other nodes' files read back through the mounts stay within
+		// the small caches.
+		"SCRFS_NAMESPACE_READ_CACHE=16MiB",
 	}, sc.env...)
 	ch.c = NewCluster(t, 4, env...)
+	ch.small = os.Geteuid() == 0
 	for i, n := range ch.c.Nodes {
 		n.LogFile = filepath.Join(logDir, fmt.Sprintf("node%d.log", i))
+		ch.job = append(ch.job, i)
+		if ch.small {
+			ch.small = mountSmall(t, n.Cache, chaosCacheBytes)
+		}
+	}
+	if !ch.small {
+		t.Logf("%s: the caches are not file systems of their own (not root, or no tmpfs): no cache fills up", sc.name)
 	}
 	t.Cleanup(func() {
 		ch.report()
@@ -175,10 +233,21 @@ func (ch *chaos) run(d time.Duration) {
 func (ch *chaos) iteration() {
 	ch.counts.iterations++
 	start := time.Now()
+	if ch.rng.IntN(100) < 15 {
+		ch.changeNodes()
+		ch.check(true, false)
+	}
 	ds := ch.begin()
 	aim := ch.pickAim()
 	var victims []int
 	var hit string
+	if aim == phaseFull {
+		ch.writeFull(ds)
+		ch.t.Logf("%s %s: cache full, checked after %.1fs", ch.sc.name, ds.name, time.Since(start).Seconds())
+		ch.check(false, false)
+		ch.scanLogs()
+		return
+	}
 	if aim == phaseWrite {
 		victims, hit = ch.writeAndKill(ds)
 		if ch.rng.IntN(2) == 0 {
@@ -223,6 +292,8 @@ func (ch *chaos) iteration() {
 // pickAim chooses the phase this iteration's kill aims at, or "" for none.
 func (ch *chaos) pickAim() string {
 	switch r := ch.rng.IntN(100); {
+	case r < 8 && ch.small:
+		return phaseFull
 	case r < 30:
 		return ""
 	case r < 50:
@@ -236,16 +307,17 @@ func (ch *chaos) pickAim() string {
 	}
 }
 
-// pickVictims chooses up to the scheme's number of distinct nodes to kill
-// (rs: two at once, now and then one), leaving out those in skip.
+// pickVictims chooses up to the scheme's number of distinct nodes of the
+// job to kill (rs: two at once, now and then one), leaving out those in
+// skip.
 func (ch *chaos) pickVictims(most int, skip []int) []int {
 	k := most
 	if k > 1 && ch.rng.IntN(4) == 0 {
 		k = 1
 	}
 	var out []int
-	for _, i := range ch.rng.Perm(len(ch.c.Nodes)) {
-		if len(out) < k && !slices.Contains(skip, i) {
+	for _, j := range ch.rng.Perm(len(ch.job)) {
+		if i := ch.job[j]; len(out) < k && !slices.Contains(skip, i) {
 			out = append(out, i)
 		}
 	}
@@ -322,10 +394,11 @@ func (ch *chaos) anyHeld() bool {
 }
 
 // lose notes that node v's cache was wiped: every dataset it may hold a
-// share of, and that is not rebuilt there yet, lost that member.
+// share of, and that is not rebuilt there yet, lost that member. A
+// dataset it held failed, its files kept, lost them.
 func (ch *chaos) lose(v int) {
 	for _, ds := range ch.datasets {
-		if ds.failed == "" && !ds.partial && ds.marked {
+		if !ds.partial && ds.marked && slices.Contains(ds.members, v) && (ds.failed == "" || ds.keptAway) {
 			ds.lost[v] = true
 		}
 	}
@@ -333,7 +406,7 @@ func (ch *chaos) lose(v int) {
 
 // flush asks for a flush of ds (without waiting), as `scrfs flush` would.
 func (ch *chaos) flush(ds *chaosDataset) {
-	n := ch.c.Nodes[ch.rng.IntN(len(ch.c.Nodes))]
+	n := ch.c.Nodes[ch.job[ch.rng.IntN(len(ch.job))]]
 	out, errs, code, err := n.CLIWithin(chaosOp, "flush", ds.name)
 	if err != nil {
 		ch.t.Fatalf("HANG: %v", err)
@@ -355,4 +428,10 @@ func (ch *chaos) report() {
 		ch.sc.name, c.datasets, c.partial, c.failedPartial, c.protected, c.verifiedReads, c.failedTrue, c.failedUnrecorded, c.evicted)
 	ch.t.Logf("%s chaos: %d datasets flushed and verified in the prefix (%d index entries checked), %d flushes failed with a reason, %d fetched back after every cache lost them, %d writes refused during a mid-write kill",
 		ch.sc.name, c.flushed, c.prefixVerified, c.flushFailed, c.fetched, c.writeErrors)
+	var sets []string
+	for _, k := range []string{setFewer, setBeyond, setOrder, setBack} {
+		sets = append(sets, fmt.Sprintf("%s %d", k, c.nodeSets[k]))
+	}
+	ch.t.Logf("%s chaos: node-set changes: %s; %d caches filled up (%d writes got ENOSPC, %d checkpoints failed for a record not kept); %d datasets failed for members away found kept, %d served again once they were back; %d restarts of the whole job served the newest intact checkpoint; %d checks that every mount showed the same datasets",
+		ch.sc.name, strings.Join(sets, ", "), c.fullCaches, c.enospc, c.recordRefused, c.kept, c.revived, c.newest, c.sameView)
 }

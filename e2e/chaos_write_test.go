@@ -38,6 +38,19 @@ type chaosDataset struct {
 	// failed is its reason once it failed and the reason was judged true.
 	failed  string
 	evicted bool
+	// members are the nodes of the job that wrote it, tolerance the
+	// members its scheme (the job's for that many nodes) can lose.
+	members   []int
+	tolerance int
+	// recordRefused: a member's cache was full when it completed, so the
+	// record could not be kept there.
+	recordRefused bool
+	// keptAway: it failed while members were away, so its files are kept
+	// where they are (keptCounted once found so); spaced: a cache holding
+	// it filled up since, and may have evicted it for the space.
+	keptAway, keptCounted, spaced bool
+	// single: recorded by a job of one node, under SINGLE.
+	single bool
 }
 
 // chaosFile is one file a node writes, generated before the writes start
@@ -61,18 +74,22 @@ const (
 // begin names the next checkpoint.
 func (ch *chaos) begin() *chaosDataset {
 	ch.counts.datasets++
-	ds := &chaosDataset{name: fmt.Sprintf("ckpt.%d", ch.counts.datasets), files: map[string]string{}, lost: map[int]bool{}}
+	_, tol := ch.sc.sized(len(ch.job))
+	ds := &chaosDataset{name: fmt.Sprintf("ckpt.%d", ch.counts.datasets), files: map[string]string{}, lost: map[int]bool{},
+		members: slices.Clone(ch.job), tolerance: tol, single: len(ch.job) == 1}
 	ch.datasets = append(ch.datasets, ds)
 	return ds
 }
 
-// plan generates every node's files of ds: 0 to 3 each, mostly small,
-// now and then a few MiB (so an encode, flush or rebuild lasts long enough
-// to be hit), some in a subdirectory; and each node's part of sharedName.
+// plan generates the files of ds of every node of the job, in the job's
+// order: 0 to 3 each, mostly small, now and then a few MiB (so an encode,
+// flush or rebuild lasts long enough to be hit), some in a subdirectory
+// named after the node; and each node's part of sharedName.
 func (ch *chaos) plan(ds *chaosDataset) [][]chaosFile {
-	out := make([][]chaosFile, len(ch.c.Nodes))
-	for i := range out {
-		out[i] = append(out[i], chaosFile{path: sharedName, data: ch.random(1 + ch.rng.IntN(sharedSlot-1)),
+	out := make([][]chaosFile, len(ch.job))
+	for k := range out {
+		i := ch.job[k]
+		out[k] = append(out[k], chaosFile{path: sharedName, data: ch.random(1 + ch.rng.IntN(sharedSlot-1)),
 			shared: true, off: int64(i) * sharedSlot})
 		for j := range ch.rng.IntN(4) {
 			var size int
@@ -88,7 +105,7 @@ func (ch *chaos) plan(ds *chaosDataset) [][]chaosFile {
 			if ch.rng.IntN(3) == 0 {
 				dir = filepath.Join(dir, "sub")
 			}
-			out[i] = append(out[i], chaosFile{path: filepath.Join(dir, fmt.Sprintf("f%d.bin", j)), data: ch.random(size)})
+			out[k] = append(out[k], chaosFile{path: filepath.Join(dir, fmt.Sprintf("f%d.bin", j)), data: ch.random(size)})
 		}
 	}
 	return out
@@ -132,13 +149,15 @@ type writeResult struct {
 	err   error
 }
 
-// startWrites writes every node's files through its own mount, the nodes
-// at once, each its files in turn (as ranks do, making the dataset
-// directory if missing); begun is set once the dataset exists on some
-// node. The results arrive on the returned channel, one per node.
+// startWrites writes every node's files (files[k] are node ch.job[k]'s)
+// through its own mount, the nodes at once, each its files in turn (as
+// ranks do, making the dataset directory if missing); begun is set once
+// the dataset exists on some node. The results arrive on the returned
+// channel, one per node.
 func (ch *chaos) startWrites(ds *chaosDataset, files [][]chaosFile, begun *atomic.Bool) <-chan writeResult {
 	done := make(chan writeResult, len(files))
-	for i, fs := range files {
+	for k, fs := range files {
+		i := ch.job[k]
 		n := ch.c.Nodes[i]
 		go func() {
 			res := writeResult{node: i}
@@ -250,10 +269,13 @@ func (ch *chaos) disturb() {
 // dataset that failed is never begun again by its marker.
 func (ch *chaos) mark(ds *chaosDataset) {
 	var live []int
-	for i, n := range ch.c.Nodes {
-		if !n.hasExited() {
+	for _, i := range ch.job {
+		if !ch.c.Nodes[i].hasExited() {
 			live = append(live, i)
 		}
+	}
+	if len(live) == 0 {
+		return // every node of the job is down: it is marked once they are back
 	}
 	i := live[ch.rng.IntN(len(live))]
 	err := within(chaosOp, func() error { return os.WriteFile(ch.c.Nodes[i].Path(ds.name, "COMPLETE"), nil, 0o644) })

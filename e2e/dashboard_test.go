@@ -74,11 +74,12 @@ func (d *gDashboard) allPanels() []gPanel {
 	return out
 }
 
-// requiredPanels are the panels issue 6 asks for, by title.
+// requiredPanels are the panels issue 6 asks for, and issue 26's
+// rebuilds in progress, by title.
 var requiredPanels = []string{
 	"Write bandwidth per node", "Read bandwidth per node", "Datasets by state",
 	"Newest flushed checkpoint age", "Encode duration by scheme", "Encode throughput by scheme",
-	"Rebuild duration and throughput", "Flush and fetch duration", "Flush and fetch throughput per node",
+	"Rebuild duration and throughput", "Rebuilds in progress", "Flush and fetch duration", "Flush and fetch throughput per node",
 	"Peer link status", "Cache usage vs capacity per node", "FUSE latency by op (p99)", "Errors by errno",
 }
 

@@ -171,14 +171,18 @@ func writeDataset(t *testing.T, n *Node, dataset string, seed uint64) map[string
 	return treeSums(t, n.Path(dataset))
 }
 
-// wipe stops nothing: it removes a stopped node's cache and control
-// directories, as a job on fresh nodes would find them.
+// wipe stops nothing: it empties a stopped node's cache and control
+// directories, as a job on fresh nodes would find them. The cache
+// directory itself stays: it may be a mount of its own.
 func wipe(t *testing.T, n *Node) {
 	t.Helper()
-	for _, dir := range []string{n.Cache, n.Control} {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
-		}
+	must(t, os.RemoveAll(n.Control))
+	ents, err := os.ReadDir(n.Cache)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		must(t, os.RemoveAll(filepath.Join(n.Cache, e.Name())))
 	}
 }
 
@@ -220,6 +224,25 @@ func leftoverTemps(t *testing.T, prefix string) []string {
 // metric returns the value of a sample line of n's metrics endpoint.
 func metric(t *testing.T, n *Node, sample string) float64 {
 	t.Helper()
+	v, ok := sampleOf(t, n, sample)
+	if !ok {
+		t.Fatalf("no metric %s", sample)
+	}
+	return v
+}
+
+// metricOr0 is metric for a sample that appears with its first event: 0
+// until then.
+func metricOr0(t *testing.T, n *Node, sample string) float64 {
+	t.Helper()
+	v, _ := sampleOf(t, n, sample)
+	return v
+}
+
+// sampleOf returns the value of a sample line of n's metrics endpoint, and
+// whether there is one.
+func sampleOf(t *testing.T, n *Node, sample string) (float64, bool) {
+	t.Helper()
 	resp, err := http.Get("http://" + n.Status().Node.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -232,11 +255,10 @@ func metric(t *testing.T, n *Node, sample string) float64 {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return v
+			return v, true
 		}
 	}
-	t.Fatalf("no metric %s", sample)
-	return 0
+	return 0, false
 }
 
 // TestFlushFetchSingle: one node flushes every second dataset and on

@@ -74,6 +74,9 @@ type Node struct {
 	Env     []string
 	Args    []string            // extra mount arguments
 	Cred    *syscall.Credential // run the daemon as this user; nil: as the test
+	// Job is the job's node list and this node's index in it, when the
+	// job runs on another node list than the cluster's (jobOn).
+	Job []string
 
 	// LogFile, when set, receives every run's log if the test fails,
 	// instead of the test's output (a long test's logs are too big for it).
@@ -129,7 +132,7 @@ func (n *Node) StartNoWait() {
 	n.t.Helper()
 	args := append([]string{"mount"}, n.Args...)
 	n.cmd = exec.Command(scrfsBin, append(args, n.Mount)...)
-	n.cmd.Env = append(os.Environ(), n.Env...)
+	n.cmd.Env = slices.Concat(os.Environ(), n.Env, n.Job)
 	if n.Cred != nil {
 		n.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: n.Cred}
 	}

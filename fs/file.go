@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"syscall"
 	"time"
 	"unsafe"
@@ -94,7 +95,8 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (res fuse.Rea
 }
 
 // Write writes to the cache file. A full cache device fails the write with
-// ENOSPC, as a local file system would.
+// ENOSPC, as a local file system would; the space is needed, so a failed
+// dataset kept in the cache goes (cache.Store.NeedSpace).
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (written uint32, errno syscall.Errno) {
 	defer h.fsys.observe(opWrite, time.Now(), &errno)
 	n, err := syscall.Pwrite(h.fd, data, off)
@@ -105,6 +107,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (written uin
 		}
 	}
 	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			h.fsys.store.NeedSpace()
+		}
 		return uint32(max(n, 0)), h.fsys.toErrno(err)
 	}
 	return uint32(n), 0
@@ -116,10 +121,17 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (written uin
 func (h *handle) Flush(ctx context.Context) syscall.Errno { return syscall.ENOSYS }
 
 // Release closes the cache file and tells the dataset a writer is gone,
-// with how much the file grew.
+// with how much the file grew. Under passthrough the kernel wrote the file
+// without the daemon, which never saw a write fail: a writer that lets go
+// of its file while the cache has no block left got ENOSPC (its last write
+// could not be made), and is counted as such, and the space is needed.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.fsys.observe(opRelease, time.Now(), &errno)
 	defer h.node.closed(h.passed, h.track)
+	if h.write && h.passed && h.fsys.store.Full() {
+		h.fsys.metrics.errors.WithLabelValues(opNames[opWrite], errnoName(syscall.ENOSPC)).Inc()
+		h.fsys.store.NeedSpace()
+	}
 	if h.write {
 		var grew int64
 		var st syscall.Stat_t

@@ -106,6 +106,9 @@ var ErrorCodes = append([]jobnet.Code{
 	{Name: "no_space", Err: syscall.ENOSPC},
 	{Name: "pointer_too_large", Err: cache.ErrPointerTooLarge},
 	{Name: "too_many_pointers", Err: cache.ErrTooManyPointers},
+	// A fetch that failed for the prefix copy's fault is recorded in the
+	// index; one that failed for a node's own reason is not.
+	{Name: "bad_copy", Err: transfer.ErrBadCopy},
 }, names.Codes...)
 
 // New builds a node: it creates the protocols, registering their requests

@@ -16,9 +16,10 @@ const Incomplete = "incomplete: it was being written when the daemon stopped"
 // writers are gone and they were never complete. This run then joins node
 // 0, which proves the datasets complete here but never recorded. With
 // fromCache (SCR_DISTRIBUTE) the set takes stock and rebuilds what a lost
-// member held; without it the cache is cleared. When no completed dataset
-// is left, the newest complete one is fetched from the prefix. Flushes
-// start once it returns.
+// member held; without it the cache is cleared. Then the job restores the
+// newest intact checkpoint, wherever it is: the one the caches hold, or a
+// newer one it fetches from the prefix (transfer's Restore). Flushes start
+// once it returns.
 func (n *Node) Restore(ctx context.Context, fromCache bool) {
 	defer n.Flusher.Start()
 	s := n.store
@@ -31,7 +32,7 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 		for _, ds := range s.Datasets() {
 			s.Drop(ds.Name(), "restart.from_cache = false")
 		}
-	case n.size > 1 && n.Protect.Scheme() != schemes.Single:
+	case n.size > 1 && n.Protect.Scheme() != schemes.Single, n.fromLargerJob():
 		n.Protect.Restart(ctx)
 	default:
 		// Datasets recorded but not yet protected when the daemon stopped.
@@ -41,17 +42,20 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 			}
 		}
 	}
-	if !n.haveCheckpoint() {
-		n.Flusher.Fetch(ctx)
-	}
+	n.Flusher.Restore(ctx)
 	n.Pointers.Restored(ctx)
 	s.Decided()
 }
 
-// haveCheckpoint reports whether a completed dataset is in the cache.
-func (n *Node) haveCheckpoint() bool {
+// fromLargerJob reports whether the cache holds a dataset recorded by a
+// job of several nodes: a job restarted on one node takes stock of it too
+// (its other members are away or gone), as a larger one would.
+func (n *Node) fromLargerJob() bool {
 	for _, ds := range n.store.Datasets() {
-		if ds.State().Completed() {
+		if ds.Info().Seq == 0 {
+			continue
+		}
+		if rec, err := record.Load(ds.Dir()); err == nil && len(rec.Members) > 1 {
 			return true
 		}
 	}

@@ -50,3 +50,16 @@ func pathErr(op, path string, err error) error {
 	}
 	return fmt.Errorf("%s %s: %w", op, path, err)
 }
+
+// CopyFault reports whether err says that the prefix's copy of a dataset
+// is bad — a file missing, changed or truncated (CorruptError), metadata
+// that does not parse or verify, an entry or a claim that cannot be —
+// rather than that the prefix could not be reached or the reader could not
+// write its own copy (no space, permissions, a node killed). Only a fault
+// of the copy may mark the dataset in the index as a failed fetch: the
+// others say nothing of it.
+func CopyFault(err error) bool {
+	var ce *CorruptError
+	return errors.As(err, &ce) || errors.Is(err, ErrBadMetadata) || errors.Is(err, ErrUnverified) ||
+		errors.Is(err, ErrBadEntry) || errors.Is(err, ErrConflict)
+}

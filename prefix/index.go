@@ -147,7 +147,10 @@ func (ix *Index) Remove(name string) bool {
 }
 
 // SetCurrent marks dataset name as the one to restart from; "" clears the
-// mark. The dataset must be in the index and complete.
+// mark. The dataset must be in the index and complete. The user's choice
+// clears its failed fetches too: Newest skips a dataset with any, and a
+// user who marks it means it to be fetched (they repaired it, or the
+// failure was not its fault).
 func (ix *Index) SetCurrent(name string) error {
 	if name == "" {
 		ix.Current = ""
@@ -164,6 +167,7 @@ func (ix *Index) SetCurrent(name string) error {
 		return fmt.Errorf("set current %s: %w: its index entry's MAC is %s", name, ErrUnverified, e.Trust)
 	}
 	ix.Current = name
+	ix.Datasets[ix.find(name)].FailedFetches = nil
 	return nil
 }
 

@@ -32,8 +32,8 @@ func TestIndexRoundTrip(t *testing.T) {
 	must(t, dirUpdateIndex(context.Background(), prefix, nil, func(ix *Index) error {
 		must(t, ix.Put(IndexEntry{Name: "ckpt.2", ID: 2, State: StateComplete, Nodes: 4, Files: 8, Bytes: 1 << 40, Flushed: at}))
 		must(t, ix.Put(IndexEntry{Name: "ckpt.1", ID: 1, State: StateFlushing, Started: at}))
-		must(t, ix.AddFetchFailure("ckpt.2", FetchFailure{Time: at, Node: 3, Reason: strings.Repeat("x", 5000)}))
-		return ix.SetCurrent("ckpt.2")
+		must(t, ix.SetCurrent("ckpt.2"))
+		return ix.AddFetchFailure("ckpt.2", FetchFailure{Time: at, Node: 3, Reason: strings.Repeat("x", 5000)})
 	}))
 	ix, err := dirReadIndex(prefix)
 	must(t, err)
@@ -47,6 +47,14 @@ func TestIndexRoundTrip(t *testing.T) {
 	}
 	if err := ix.SetCurrent("ckpt.1"); !errors.Is(err, ErrNotComplete) {
 		t.Errorf("current on a flushing dataset: %v", err)
+	}
+	// The user's choice clears the failed fetches: Newest offers it again.
+	if _, ok := ix.Newest(nil); ok {
+		t.Error("Newest offers a dataset that failed a fetch")
+	}
+	must(t, ix.SetCurrent("ckpt.2"))
+	if e, ok := ix.Newest(nil); !ok || e.Name != "ckpt.2" || len(e.FailedFetches) != 0 {
+		t.Errorf("after SetCurrent, Newest offers %+v, %v; want ckpt.2 without failed fetches", e, ok)
 	}
 	if !ix.Remove("ckpt.2") || ix.Current != "" || ix.Remove("ckpt.2") {
 		t.Error("Remove did not drop the dataset and the current mark")

@@ -126,6 +126,14 @@ func NewView(rec *Record, self string) *View {
 	return v
 }
 
+// RootMode returns the mode of rec's dataset directory as every mount
+// shows it (the first member's, by node index; 0755 if none listed it),
+// for a node that makes the directory without one of its own.
+func (r *Record) RootMode() uint32 {
+	e, _ := NewView(r, "").Lookup(".")
+	return e.Meta.Mode & 0o7777
+}
+
 // Lookup returns the entry at path p ("" or "." for the root).
 func (v *View) Lookup(p string) (*Entry, bool) {
 	e, ok := v.entries[clean(p)]

@@ -14,9 +14,13 @@ type metrics struct {
 	rebuildSeconds  prometheus.Histogram
 	rebuildBytes    prometheus.Counter
 	rebuildFailures prometheus.Counter
+	// rebuilding and remaining read the rebuilds under way at scrape time.
+	rebuilding, remaining prometheus.GaugeFunc
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics makes the series; under way reports the rebuilds running on
+// this node, for the gauges.
+func newMetrics(reg prometheus.Registerer, underWay func() []Progress) *metrics {
 	m := &metrics{
 		encodeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "scrfs", Subsystem: "redundancy", Name: "encode_duration_seconds",
@@ -46,9 +50,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "scrfs", Subsystem: "rebuild", Name: "failures_total",
 			Help: "Rebuilds that failed on this node.",
 		}),
+		rebuilding: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "scrfs", Subsystem: "rebuild", Name: "datasets",
+			Help: "Datasets being rebuilt on this node now (as a survivor or as the node restored).",
+		}, func() float64 { return float64(len(underWay())) }),
+		remaining: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: "scrfs", Subsystem: "rebuild", Name: "remaining_bytes",
+			Help: "Bytes the rebuilds under way on this node have still to handle.",
+		}, func() float64 {
+			var left int64
+			for _, p := range underWay() {
+				left += max(p.Total-p.Done, 0)
+			}
+			return float64(left)
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded, m.rebuildSeconds, m.rebuildBytes, m.rebuildFailures)
+		reg.MustRegister(m.encodeSeconds, m.encodeBytes, m.degraded, m.rebuildSeconds, m.rebuildBytes, m.rebuildFailures,
+			m.rebuilding, m.remaining)
 	}
 	return m
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/schemes"
 )
 
 // heldShare is one member's share of a dataset that a node holds: its own,
@@ -68,7 +69,8 @@ type inventoryMsg struct {
 }
 
 // evicted says whether the node evicted dataset d by the cache size: it
-// holds none of it and at least CacheSize recorded datasets newer.
+// holds none of it and at least CacheSize recorded datasets newer (kept
+// failed ones do not count, as they do not in the cache).
 func (m *inventoryMsg) evicted(d invDataset) bool {
 	if m.CacheSize < 1 {
 		return false
@@ -78,7 +80,7 @@ func (m *inventoryMsg) evicted(d invDataset) bool {
 		if o.Name == d.Name {
 			return false
 		}
-		if o.Record.Seq > d.Record.Seq {
+		if o.Record.Seq > d.Record.Seq && o.State != cache.Failed {
 			newer++
 		}
 	}
@@ -95,6 +97,17 @@ const (
 	actProtect actionKind = "protect" // recorded everywhere but never encoded: encode it
 	actClear   actionKind = "clear"   // every member intact again: protected, no longer degraded
 	actRevise  actionKind = "revise"  // a newer record (a rebuilt share's new holder): keep it
+	actRevive  actionKind = "revive"  // failed and kept, and its members are back: serve it again
+	actView    actionKind = "view"    // completed while the node was away, or written by others: show it
+)
+
+// Where a dataset's revive and view come among its actions: the nodes
+// holding it kept serve it again before anything else is done with it
+// (they hold shares a rebuild reads), and nodes that hold no share of it
+// are told last, once a rebuild has said who holds what.
+const (
+	setRevive = -2
+	setView   = 1 << 30
 )
 
 // action is the plan for one redundancy set of one dataset.
@@ -109,6 +122,9 @@ type action struct {
 	Reason string
 	// To are the nodes the action concerns.
 	To []int
+	// Holders are the nodes that hold any of the dataset (a share, a
+	// kept copy, or only its record).
+	Holders []int
 }
 
 // memberStatus is where a member's share stands.
@@ -130,6 +146,8 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	holders := map[string]map[string][]holding{} // dataset → member → holdings
 	pending := map[string]map[string]bool{}      // dataset → identities whose record is on its way
 	on := map[string][]int{}                     // dataset → nodes holding any of it
+	shares := map[string]map[int][]string{}      // dataset → node → the members whose shares it holds
+	kept := map[string][]int{}                   // dataset → nodes holding it failed, its files kept
 	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
 	ids := map[int]string{}
 	for n, inv := range invs {
@@ -145,17 +163,21 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				newest[d.Name] = d
 			}
 			if holders[d.Name] == nil {
-				holders[d.Name], degraded[d.Name] = map[string][]holding{}, map[int]bool{}
+				holders[d.Name], degraded[d.Name], shares[d.Name] = map[string][]holding{}, map[int]bool{}, map[int][]string{}
 			}
 			for _, s := range d.Shares {
 				holders[d.Name][s.Member] = append(holders[d.Name][s.Member], holding{node: n, id: inv.ID, intact: s.Intact, data: s.Intact || s.Data})
+				shares[d.Name][n] = append(shares[d.Name][n], s.Member)
 			}
 			on[d.Name] = append(on[d.Name], n)
-			// Degraded, or recorded and never marked protected although
-			// its redundancy may be whole (a node killed between writing
-			// its redundancy file and recording the state): once every
-			// member is intact, it is protected.
-			if d.State == cache.Degraded || d.State == cache.Complete {
+			if d.State == cache.Failed {
+				kept[d.Name] = append(kept[d.Name], n)
+			}
+			// Degraded, failed and kept, or recorded and never marked
+			// protected although its redundancy may be whole (a node
+			// killed between writing its redundancy file and recording
+			// the state): once every member is intact, it is protected.
+			if d.State == cache.Degraded || d.State == cache.Complete || d.State == cache.Recorded || d.State == cache.Failed {
 				degraded[d.Name][n] = true
 			}
 		}
@@ -172,25 +194,36 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 		}
 		rec := d.Record
 		slices.Sort(on[name])
-		var free []int // nodes that hold nothing of the dataset
+		slices.Sort(kept[name])
+		// A node holds a share when it holds one of a member of the newest
+		// record: shares of an older one (the dataset was recorded anew
+		// since, fetched by a job without it) are no longer the job's.
+		holds := map[int]bool{}
+		for n, ms := range shares[name] {
+			holds[n] = slices.ContainsFunc(ms, func(id string) bool { return rec.Member(id) != nil })
+		}
+		var free []int // nodes that hold no share of the dataset
 		for _, n := range answered(invs) {
-			if !slices.Contains(on[name], n) {
+			if !holds[n] {
 				free = append(free, n)
 			}
 		}
+		names := memberNames(nodes, invs)
+		var acts []action
 		revised := rec
 		for s := range rec.Scheme.Sets {
 			set := rec.Set(s)
 			status := make([]memberStatus, len(set))
 			at := make([]int, len(set))
 			data := make([]bool, len(set)) // the member's files are held, as recorded
+			home := make([]bool, len(set)) // held by the member's own node
 			moved := map[int]string{}      // rank → identity of its new holder
 			for r, m := range set {
 				hs := holders[name][m.ID]
 				slices.SortFunc(hs, func(a, b holding) int { return a.rank(m) - b.rank(m) })
 				switch {
 				case len(hs) > 0 && hs[0].intact:
-					status[r], at[r], data[r] = intact, hs[0].node, true
+					status[r], at[r], data[r], home[r] = intact, hs[0].node, true, hs[0].id == m.ID
 					if hs[0].id != m.HeldBy() {
 						moved[r] = hs[0].id
 					}
@@ -207,8 +240,8 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				}
 			}
 			anyDegraded := false
-			for _, n := range at {
-				anyDegraded = anyDegraded || (n >= 0 && degraded[name][n])
+			for _, n := range on[name] {
+				anyDegraded = anyDegraded || degraded[name][n]
 			}
 			if len(moved) > 0 {
 				// A member's own node is back with its share intact (or its
@@ -216,7 +249,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				// record follows where the share is.
 				revised = movedRecord(revised, s, moved)
 			}
-			for _, a := range decide(rec, s, set, status, data, at, free, anyDegraded) {
+			for _, a := range decide(rec, s, set, status, data, at, home, free, anyDegraded, names) {
 				switch a.Kind {
 				case actFail:
 					a.To = answered(invs)
@@ -225,22 +258,64 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				default:
 					a.To = on[name]
 				}
-				out = append(out, a)
+				acts = append(acts, a)
 			}
 		}
 		if revised != rec {
-			out = append(out, action{Kind: actRevise, Set: -1, To: answered(invs)})
+			acts = append(acts, action{Kind: actRevise, Set: -1, To: answered(invs)})
 		}
-		for i := range out {
-			if out[i].Dataset.Name == "" {
-				out[i].Dataset = d
-				out[i].Dataset.Record = revised
-			}
+		acts = append(acts, reviveAndView(acts, invs, d, kept[name], holds)...)
+		for i := range acts {
+			acts[i].Dataset = d
+			acts[i].Dataset.Record = revised
+			acts[i].Holders = on[name]
 		}
+		out = append(out, acts...)
 	}
 	slices.SortFunc(out, func(a, b action) int {
 		return cmp.Or(cmp.Compare(b.Dataset.Record.Seq, a.Dataset.Record.Seq), cmp.Compare(a.Set, b.Set))
 	})
+	return out
+}
+
+// reviveAndView returns what the nodes that hold dataset d kept (failed)
+// and those that hold no share of it do, given the actions acts planned
+// for its sets: the kept copies are served again once every member is
+// there to verify it (not when it fails again, nor while a member is
+// away: it stays failed and kept, and its reason stands), and every
+// answering node that holds no share of it (it completed while the node
+// was away, or in a job without the node) shows it, in the state the
+// others hold it in — unless the node evicted it by the cache size, or
+// nobody serves it.
+func reviveAndView(acts []action, invs map[int]*inventoryMsg, d invDataset, kept []int, shares map[int]bool) []action {
+	reason := ""
+	var rebuilt []int
+	for _, a := range acts {
+		switch a.Kind {
+		case actFail:
+			return nil
+		case actDegrade:
+			if len(kept) > 0 {
+				return nil
+			}
+			reason = a.Reason
+		case actRebuild:
+			rebuilt = append(rebuilt, a.Nodes...)
+		}
+	}
+	var out []action
+	if len(kept) > 0 {
+		out = append(out, action{Kind: actRevive, Set: setRevive, To: kept})
+	}
+	var viewers []int
+	for _, n := range answered(invs) {
+		if !shares[n] && !slices.Contains(rebuilt, n) && !invs[n].evicted(d) && !slices.Contains(invs[n].Pending, d.Name) {
+			viewers = append(viewers, n)
+		}
+	}
+	if len(viewers) > 0 {
+		out = append(out, action{Kind: actView, Set: setView, To: viewers, Reason: reason})
+	}
 	return out
 }
 
@@ -284,7 +359,7 @@ func (h holding) rank(m *record.Member) int {
 // while every node answered, or whose copies are damaged, count as lost: a
 // member a node that did not answer may hold is away, and while one is away
 // the dataset is kept and degraded, never failed on its account.
-func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, free []int, degraded bool) []action {
+func decide(rec *record.Record, s int, set []*record.Member, status []memberStatus, data []bool, at []int, home []bool, free []int, degraded bool, names namer) []action {
 	one := func(k actionKind, reason string) []action { return []action{{Set: s, Kind: k, Reason: reason}} }
 	var lost, away, gone []int
 	anyIntact := false
@@ -306,9 +381,9 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		case len(gone) == 0 && len(away) == 0:
 			return one(actProtect, "")
 		case len(gone) > 0:
-			return one(actFail, "never protected, and the shares of "+memberList(set, gone)+" are gone")
+			return one(actFail, "never protected, and the shares of "+names.list(set, gone)+" are gone")
 		default:
-			return one(actDegrade, "never protected; waiting for "+memberList(set, away))
+			return one(actDegrade, "never protected; waiting for "+names.list(set, away))
 		}
 	}
 	p, err := paramsOf(rec, len(set))
@@ -320,28 +395,58 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 		// node that is away): only redundancy data is missing, encodes
 		// cut off. Encode again, once everyone is here.
 		if len(away) > 0 {
-			return one(actDegrade, "its redundancy data is incomplete; encoding again waits for "+memberList(set, away))
+			return one(actDegrade, "its redundancy data is incomplete; encoding again waits for "+names.list(set, away))
 		}
 		return one(actProtect, "")
 	}
 	if err != nil {
-		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", memberList(set, lost), rec.Scheme.Kind))
+		return one(actFail, fmt.Sprintf("lost the shares of %s, more than %s tolerates", names.list(set, lost), rec.Scheme.Kind))
 	}
 	switch {
 	case len(away) > 0 && len(lost) > 0:
-		return one(actDegrade, "lost the shares of "+memberList(set, lost)+"; the rebuild waits for "+memberList(set, away)+" (unreachable)")
+		return one(actDegrade, "lost the shares of "+names.list(set, lost)+"; the rebuild waits for "+names.list(set, away)+" (unreachable)")
 	case len(away) > 0:
-		return one(actDegrade, memberList(set, away)+" unreachable; rebuild waits for it")
+		return one(actDegrade, names.list(set, away)+" unreachable; rebuild waits for it")
 	case len(lost) > 0:
 		return []action{{Set: s, Kind: actRebuild, Lost: lost, Nodes: hosts(set, status, at, free)}}
 	}
 	if doubled := hostedTwice(at); doubled != "" {
+		if a, ok := unhost(p, set, status, at, home, free); ok {
+			a.Set = s
+			return []action{a}
+		}
 		return one(actDegrade, doubled)
 	}
-	if degraded {
+	if degraded && p.Kind != schemes.Single { // SINGLE is never protected: it stays recorded
 		return one(actClear, "")
 	}
 	return nil
+}
+
+// unhost plans, for a set every member of which is intact but where a
+// node holds the shares of two (the job ran on fewer nodes, and the node
+// that wrote one was wiped since), a rebuild of the hosted shares onto
+// nodes of the job that hold no share of the dataset — one each, as many
+// as there are — so that the set is protected again, each share on a node
+// of its own. The hosts drop their copies once the record says who holds
+// them (dropUnheld).
+func unhost(p schemes.Params, set []*record.Member, status []memberStatus, at []int, home []bool, free []int) (action, bool) {
+	plays := map[int]int{}
+	for _, n := range at {
+		plays[n]++
+	}
+	var lost []int
+	st := slices.Clone(status)
+	for r := range set {
+		if plays[at[r]] > 1 && !home[r] && len(lost) < len(free) {
+			lost = append(lost, r)
+			st[r] = missing
+		}
+	}
+	if len(lost) == 0 || p.CanRebuild(lost) != nil {
+		return action{}, false
+	}
+	return action{Kind: actRebuild, Lost: lost, Nodes: hosts(set, st, at, free)}, true
 }
 
 // allHeld says whether every member's files are held, but for members
@@ -415,18 +520,86 @@ func distinct(ns []int) []int {
 	return slices.Compact(out)
 }
 
-// memberList names the members of some ranks by the node that wrote
-// them: "node 3" or "nodes 1, 4".
-func memberList(set []*record.Member, ranks []int) string {
-	names := make([]string, 0, len(ranks))
-	for _, r := range ranks {
-		names = append(names, strconv.Itoa(set[r].Node))
+// namer names the members of a set by the nodes of this job, which are
+// not always the nodes that wrote them: the job may run on another node
+// list, in another order, with a node wiped. The zero namer names every
+// member by the index of the node that wrote it.
+type namer struct {
+	nodes int            // nodes in the job
+	at    map[string]int // identity → index of the answering node of that identity
+	id    map[int]string // index → identity of the node that answered there
+}
+
+// memberNames is the namer of a stock-taking of a job of nodes.
+func memberNames(nodes int, invs map[int]*inventoryMsg) namer {
+	nm := namer{nodes: nodes, at: map[string]int{}, id: map[int]string{}}
+	for n, inv := range invs {
+		nm.at[inv.ID], nm.id[n] = n, inv.ID
 	}
-	slices.SortFunc(names, func(a, b string) int {
-		x, _ := strconv.Atoi(a)
-		y, _ := strconv.Atoi(b)
-		return x - y
-	})
+	return nm
+}
+
+// index returns the index in this job of the node of member m of set:
+// the node that holds its share or has its identity; else the index it
+// wrote it under, unless that index now belongs to a node of another
+// member of the set (the job runs in another order) or lies beyond the
+// job: then -1, its node is not known.
+func (nm namer) index(set []*record.Member, m *record.Member) int {
+	if nm.at == nil {
+		return m.Node
+	}
+	for _, id := range []string{m.HeldBy(), m.ID} {
+		if n, ok := nm.at[id]; ok {
+			return n
+		}
+	}
+	if m.Node >= nm.nodes {
+		return -1
+	}
+	if id, up := nm.id[m.Node]; up {
+		for _, o := range set {
+			if o != m && (o.ID == id || o.HeldBy() == id) {
+				return -1
+			}
+		}
+	}
+	return m.Node
+}
+
+// list names the members of some ranks: "node 3" or "nodes 1, 4" by
+// their index in this job (a node wiped or replaced at its index is still
+// that node); members whose node is not known, by the index they wrote
+// under: "the members nodes 5, 6 wrote (on no node that answered)".
+func (nm namer) list(set []*record.Member, ranks []int) string {
+	var here, gone []int
+	for _, r := range ranks {
+		if n := nm.index(set, set[r]); n >= 0 {
+			here = append(here, n)
+		} else {
+			gone = append(gone, set[r].Node)
+		}
+	}
+	var parts []string
+	if len(here) > 0 {
+		parts = append(parts, nodeList(here))
+	}
+	if len(gone) > 0 {
+		s := "the member " + nodeList(gone) + " wrote (on no node that answered)"
+		if len(gone) > 1 {
+			s = "the members " + nodeList(gone) + " wrote (on no node that answered)"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " and ")
+}
+
+// nodeList names node indices: "node 3" or "nodes 1, 4".
+func nodeList(ns []int) string {
+	ns = distinct(ns)
+	names := make([]string, len(ns))
+	for i, n := range ns {
+		names[i] = strconv.Itoa(n)
+	}
 	if len(names) == 1 {
 		return "node " + names[0]
 	}

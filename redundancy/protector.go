@@ -23,6 +23,13 @@ type Store interface {
 	RequestComplete(name, reason string) error
 	SetState(name string, to cache.State, reason string) error
 	Fail(name, reason string) error
+	// Keep, Kept and Revive: a dataset that cannot be rebuilt now is
+	// failed with its files kept, verified at every stock-taking, and
+	// served again once its members are back.
+	Keep(name, reason string) error
+	Kept() []*cache.Dataset
+	Revive(name string, to cache.State, reason string) error
+	Failures() []cache.Info
 	NoteFailed(r cache.Route, reason string) error
 	Drop(name, why string) error
 	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
@@ -110,7 +117,6 @@ func New(o Options) (*Protector, error) {
 		net:      o.Mux.Protocol("redundancy"),
 		log:      o.Logger,
 		bufs:     schemes.NewBuffers(),
-		metrics:  newMetrics(o.Registerer),
 		g:        group.New(context.Background()),
 		rounds:   map[roundKey]*round{},
 		verdicts: map[string]*waiter{},
@@ -121,6 +127,7 @@ func New(o Options) (*Protector, error) {
 
 		rebuildRetries: map[string]int{},
 	}
+	p.metrics = newMetrics(o.Registerer, p.Rebuilding)
 	jobnet.Handle(p.net, "ready", p.handleReady)
 	jobnet.Handle(p.net, "verdict", p.handleVerdict)
 	jobnet.Handle(p.net, "inventory", p.handleInventory)

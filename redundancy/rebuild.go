@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
@@ -152,10 +153,22 @@ func (p *Protector) reconcile(ctx context.Context) {
 	}
 	p.tellWait(ctx, "members", members, answered(invs))
 	acts := plan(p.o.Nodes, invs)
+	names := memberNames(p.o.Nodes, invs)
 	p.log.Info("the job took stock after a restart", "nodes", p.o.Nodes, "answered", answered(invs), "actions", len(acts))
 	try := jobnet.NewToken()
+	// What the rebuilds did, for the nodes shown a dataset last (actView):
+	// its record as a rebuild revised it, why it stays degraded.
+	latest := map[string]*record.Record{}
+	degraded := map[string]string{}
 	for _, a := range acts {
-		log := p.log.With("dataset", a.Dataset.Name, "set", a.Set)
+		name := a.Dataset.Name
+		log := p.log.With("dataset", name, "set", a.Set)
+		if r := latest[name]; r != nil && r.Newer(a.Dataset.Record) {
+			a.Dataset.Record = r
+		}
+		if a.Kind == actView && degraded[name] != "" {
+			a.Reason = degraded[name]
+		}
 		if a.Kind != actRebuild {
 			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: a.Kind, Reason: a.Reason, Try: try}, a.To)
 			continue
@@ -174,10 +187,12 @@ func (p *Protector) reconcile(ctx context.Context) {
 			// again (a member that restarted meanwhile asked for that
 			// already; a passing fault did not).
 			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade,
-				Reason: fmt.Sprintf("the rebuild of the shares of %s failed (%v); it is tried again", memberList(a.Dataset.Record.Set(a.Set), a.Lost), why)}, a.To)
+				Reason: fmt.Sprintf("the rebuild of the shares of %s failed (%v); it is tried again", names.list(a.Dataset.Record.Set(a.Set), a.Lost), why)}, a.To)
+			degraded[name] = "a rebuild of it failed; it is tried again"
 			p.retryRebuild(a.Dataset.Name)
 			continue
 		}
+		latest[name] = a.Dataset.Record
 		p.mu.Lock()
 		delete(p.rebuildRetries, a.Dataset.Name)
 		p.mu.Unlock()
@@ -186,6 +201,7 @@ func (p *Protector) reconcile(ctx context.Context) {
 		p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actRevise}, answered(invs))
 		if doubled := hostedTwice(a.Nodes); doubled != "" {
 			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade, Reason: doubled}, distinct(a.Nodes))
+			degraded[name] = doubled
 		}
 	}
 }
@@ -248,16 +264,16 @@ func (p *Protector) handleInventory(ctx context.Context, from int, _ struct{}) (
 	return p.inventory(), nil
 }
 
-// inventory verifies every recorded dataset in this node's cache: every
-// member's share it holds, under the record's scheme and set. A dataset
-// complete here but not yet recorded is only named (Pending): the job may
-// have agreed it while this node was down, and then its share is here,
-// the record on its way.
+// inventory verifies every recorded dataset in this node's cache, and
+// every failed one whose files it keeps: every member's share it holds,
+// under the record's scheme and set. A dataset complete here but not yet
+// recorded is only named (Pending): the job may have agreed it while this
+// node was down, and then its share is here, the record on its way.
 func (p *Protector) inventory() inventoryMsg {
 	out := inventoryMsg{Node: p.self, ID: p.o.Store.NodeID(), Datasets: []invDataset{}, CacheSize: p.o.Store.CacheSize()}
-	for _, ds := range p.o.Store.Datasets() {
+	for _, ds := range slices.Concat(p.o.Store.Datasets(), p.o.Store.Kept()) {
 		info := ds.Info()
-		if !info.State.Completed() {
+		if !info.State.Completed() && !info.Kept {
 			continue
 		}
 		if info.Seq == 0 {
@@ -307,17 +323,24 @@ func (p *Protector) handleMembers(ctx context.Context, from int, m membersMsg) (
 // handleOutcome applies a verdict other than a rebuild.
 func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (any, error) {
 	name := m.Dataset.Name
+	switch m.Kind {
+	case actFail:
+		return struct{}{}, p.fail(m.Dataset, m.Reason)
+	case actRevive:
+		err := p.o.Store.Revive(name, cache.Degraded, "verified again: the members it lacked are back, and the job protects it again")
+		if errors.Is(err, cache.ErrNotFound) {
+			err = nil // not kept here any more: a dataset of its name replaced it
+		}
+		return struct{}{}, err
+	case actView:
+		return struct{}{}, p.view(m.Dataset, m.Reason)
+	}
 	ds := p.o.Store.Get(name)
 	if ds == nil {
-		if m.Kind == actFail {
-			return struct{}{}, p.o.Store.NoteFailed(m.Dataset.route(), "cannot be rebuilt: "+m.Reason)
-		}
 		return struct{}{}, nil
 	}
 	var err error
 	switch m.Kind {
-	case actFail:
-		err = p.o.Store.Fail(name, "cannot be rebuilt: "+m.Reason)
 	case actDegrade:
 		err = p.o.Store.SetState(name, cache.Degraded, m.Reason)
 		p.log.Warn("dataset degraded", "dataset", name, "reason", m.Reason)
@@ -335,6 +358,87 @@ func (p *Protector) handleOutcome(ctx context.Context, from int, m outcomeMsg) (
 		}
 	}
 	return struct{}{}, err
+}
+
+// fail fails a dataset the job cannot rebuild now. What this node holds
+// of it is kept, not served (cache.Store.Keep): its members may come back;
+// a node that holds nothing of it notes the failure.
+func (p *Protector) fail(d invDataset, reason string) error {
+	reason = "cannot be rebuilt: " + reason
+	err := p.o.Store.Keep(d.Name, reason+"; the files that survive here are kept until its members return or the space is needed")
+	if errors.Is(err, cache.ErrNotFound) {
+		for _, f := range p.o.Store.Failures() {
+			if f.Name == d.Name && f.Reason == reason {
+				return nil // noted at an earlier stock-taking
+			}
+		}
+		return p.o.Store.NoteFailed(d.route(), reason)
+	}
+	return err
+}
+
+// view shows a recorded dataset this node holds no share of (it completed
+// while this node was away, or in a job without it): the node keeps its
+// record — in an empty dataset directory, adopted, if it held nothing of
+// it yet — and every node's mount shows it whole, this node reading its
+// files from the members; and the state the job holds it in: degraded
+// with reason, else protected (complete under SINGLE, which is never
+// protected).
+func (p *Protector) view(d invDataset, reason string) error {
+	rec := d.Record
+	st := cache.Protected
+	switch {
+	case reason != "":
+		st = cache.Degraded
+	case rec.Scheme.Kind == schemes.Single.String():
+		st = cache.Complete
+	}
+	ds := p.o.Store.Get(d.Name)
+	if ds != nil && len(rec.Held(p.o.Store.NodeID())) == 0 && (ds.Info().Files > 0 || st == cache.Complete && ds.State() != cache.Recorded) {
+		// Files of an older record of it (the job recorded it anew since,
+		// fetched while this node was away): its record names other
+		// holders now, and this copy gives way to the job's.
+		if err := p.o.Store.Drop(d.Name, "the job recorded it anew without this node's files; its record names the holders now"); err != nil {
+			return err
+		}
+		ds = nil
+	}
+	if ds == nil {
+		staging := p.o.Store.StagingDir(d.Name)
+		if err := resetDir(staging); err != nil {
+			return err
+		}
+		if err := record.Save(staging, rec); err != nil {
+			os.RemoveAll(staging)
+			return err
+		}
+		if err := syscall.Chmod(staging, rec.RootMode()); err != nil {
+			os.RemoveAll(staging)
+			return err
+		}
+		if _, err := p.o.Store.Adopt(d.route(), st, staging, rec.Seq, rec.Completed); err != nil {
+			os.RemoveAll(staging)
+			return err
+		}
+		p.log.Info("dataset shown here: it completed while this node was away or not in the job; its files are read from the nodes that hold them",
+			"dataset", d.Name, "seq", rec.Seq)
+	} else {
+		if len(rec.Held(p.o.Store.NodeID())) > 0 {
+			return nil // a share of it is here: the stock-taking's other actions see to it
+		}
+		if old, err := record.Load(ds.Dir()); err != nil || rec.Newer(old) {
+			if err := p.revise(ds, rec); err != nil {
+				return err
+			}
+		}
+	}
+	if st == cache.Complete {
+		return nil
+	}
+	if err := p.o.Store.SetState(d.Name, st, reason); err != nil && !errors.As(err, new(*cache.TransitionError)) {
+		return err
+	}
+	return nil
 }
 
 // handleRebuild takes part in rebuilding one set of a dataset, for every
@@ -425,7 +529,7 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 		// The set is still short of the lost members, whatever the job
 		// decides next: a survivor must not look protected and at rest
 		// while the other members' parts end and the job takes stock.
-		reason := fmt.Sprintf("the rebuild of the shares of %s failed here (%v); the job takes stock again", memberList(rec.Set(msg.Set), msg.Lost), err)
+		reason := fmt.Sprintf("the rebuild of the shares of %s failed here (%v); the job takes stock again", namer{}.list(rec.Set(msg.Set), msg.Lost), err)
 		if serr := p.o.Store.SetState(route.Name, cache.Degraded, reason); serr != nil && !errors.Is(serr, cache.ErrNotFound) {
 			log.Warn("record degraded state", "err", serr)
 		}

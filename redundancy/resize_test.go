@@ -16,6 +16,7 @@ import (
 	"github.com/scrfs/scrfs/node/nodetest"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // TestRestartOnFewerNodesAndBack: a job of four restarted on three keeps
@@ -207,4 +208,60 @@ func TestRestartInAnotherOrder(t *testing.T) {
 		t.Fatalf("replacement of node 1 rebuilt %v of ckpt.1, its writer (node 3 then) wrote %v", got, wrote[3])
 	}
 	f.checkFiles("ckpt.2", f.All()...)
+}
+
+// TestRestartBelowToleranceKeeps (issue 26's first item): a job of four
+// restarted on two cannot rebuild its XOR checkpoint: it fails on both,
+// not served, each keeping its files; back on four nodes it is verified
+// and served again, whole, on every node.
+func TestRestartBelowToleranceKeeps(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.protect("ckpt.1", 40<<10)
+	f.mu.Lock()
+	wrote := maps.Clone(f.written["ckpt.1"])
+	f.mu.Unlock()
+	for i := range 4 {
+		f.Kill(i)
+	}
+	f.Resize(2)
+	f.RestartAll()
+	f.WaitState(wait, "ckpt.1", cache.Failed, 0, 1)
+	for _, i := range f.All() {
+		st := f.Nodes[i].Store
+		kept := st.Kept()
+		if len(kept) != 1 || kept[0].Name() != "ckpt.1" || st.Get("ckpt.1") != nil {
+			t.Fatalf("node %d keeps %v", i, kept)
+		}
+		if got := sums(t, kept[0].Dir()); !maps.Equal(got, wrote[i]) {
+			t.Fatalf("node %d kept %v, wrote %v", i, got, wrote[i])
+		}
+		if _, why := f.Nodes[i].State("ckpt.1"); !strings.Contains(why, "the members nodes 2, 3 wrote") || !strings.Contains(why, "kept") {
+			t.Errorf("node %d: failed saying %q", i, why)
+		}
+	}
+	for i := range 2 {
+		f.Kill(i)
+	}
+	f.Resize(4)
+	f.RestartAll()
+	f.WaitState(wait, "ckpt.1", cache.Protected, f.All()...)
+	f.checkFiles("ckpt.1", f.All()...)
+}
+
+// TestWipedNodeRestoresFromCache (issue 26): a wiped node that rejoins the
+// running job is rebuilt, and says it restored the job's checkpoint from
+// the caches — not that it found none and starts empty (it logged that
+// as an error before).
+func TestWipedNodeRestoresFromCache(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.protect("ckpt.1", 20<<10)
+	f.Kill(2)
+	f.Wipe(2)
+	<-f.restart(2)
+	f.WaitState(wait, "ckpt.1", cache.Protected, 2)
+	if r := f.p(2).Flusher.Restored(); r == nil || r.Dataset != "ckpt.1" || r.From != transfer.FromCache {
+		t.Fatalf("node 2 restored %+v, want ckpt.1 from the caches", r)
+	}
 }

@@ -4,66 +4,92 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
 )
 
-// Fetching at start, when no node-local checkpoint survived: node 0 picks
-// the dataset from the prefix's index (the one marked current, else the
-// newest complete one without a failed fetch, as SCR does), every node
-// copies its own files of it (the manifest says which node flushed what)
-// into a staging directory, verifying CRCs, and only when all succeeded do
-// they adopt it into the cache together. If one fails, node 0 records the
-// failure in the index, everyone drops the staged copy, and the next older
-// dataset is tried; if none works, the job starts with an empty cache and
-// the log says so loudly.
+// Restoring at start: the job restores the newest intact checkpoint,
+// wherever it is. Every node's restore, once its stock-taking is over,
+// asks node 0 ("fetch-join", a long call) and waits for the decision. Node
+// 0 compares the newest checkpoint the job's caches hold — its own cache
+// shows it after the stock-taking: every recorded dataset that survives in
+// the job is there, as node 0's share, a share it hosts, or the record
+// alone — with the newest the prefix's index holds complete, verified and
+// never failed in a fetch (the one marked current, if set, as SCR does).
+// When the prefix's is newer, the job fetches it, and the log says why:
+// every node copies its own files of it (the manifest says which node
+// flushed what) into a staging directory, verifying CRCs, and only when
+// all succeeded do they adopt it into the cache together. A fetch that
+// fails for the prefix copy's fault (a corrupt or missing file, a manifest
+// that does not verify) is recorded in the index and the next older
+// dataset is tried; one that fails for a node's own reason (no space,
+// permissions, a node lost) is tried again a few times and never recorded:
+// the prefix's copy is not to blame. When nothing newer can be fetched the
+// caches' checkpoint stands, and with none the job starts empty and the
+// log says so loudly.
 //
-// Every node that needs a fetch calls "fetch-join" on node 0 from its
-// restore and waits there (a long call) for the outcome; node 0's restore
-// coordinates once every node joined. A node that restarted from its own
-// cache declines, and node 0 then does not fetch: the nodes would
-// otherwise restart from different checkpoints.
+// Every node of the job must join before a fetch: a node that does not
+// (it runs already, or is down) within cluster.connect_timeout +
+// restart.member_timeout leaves the caches' checkpoint standing. A node
+// that starts while the job runs is told what the job holds now.
 
 // fetchState is the fetch part of the flusher.
 type fetchState struct {
-	decided    chan struct{} // closed once node 0 knows whether it coordinates a fetch
+	decided    chan struct{} // closed once node 0 coordinates
 	decideOnce sync.Once
 
 	// mu protects the fields below.
-	mu     sync.Mutex
-	coord  *fetchCoord           // node 0, while it coordinates
-	joined bool                  // this node asked node 0 for a fetch
-	staged map[string]fetchStage // fetched and waiting for commit, by round
+	mu       sync.Mutex
+	coord    *fetchCoord           // node 0, from its restore on
+	staged   map[string]fetchStage // fetched and waiting for commit, by round
+	restored *Restored             // what this node's restore restored
 }
 
-// fetchCoord is node 0's gathering of the nodes that need a fetch.
+// fetchCoord is node 0's gathering of the nodes that restore.
 type fetchCoord struct {
 	done    chan struct{} // closed with outcome set
 	outcome fetchOutcome
 
 	// mu protects the fields below.
 	mu      sync.Mutex
-	want    map[int]bool // node → asked for (true) or declined (false) a fetch
+	joined  map[int]bool
 	changed chan struct{}
+}
+
+// Where a restored checkpoint came from (Restored.From).
+const (
+	FromCache  = "cache"
+	FromPrefix = "prefix"
+	FromNone   = "none"
+)
+
+// Restored is the checkpoint a restart restored, as `scrfs status` shows
+// it.
+type Restored struct {
+	Dataset string // "" when none
+	From    string // FromCache, FromPrefix or FromNone
+	Reason  string // why from there, why none
 }
 
 // Messages of the fetch protocol.
 type (
 	joinMsg struct {
-		Node int  `json:"node"`
-		Want bool `json:"want"` // false: this node restarted from its cache
+		Node int `json:"node"`
 	}
 	fetchOutcome struct {
-		Dataset string `json:"dataset,omitempty"` // "" = nothing fetched
-		Reason  string `json:"reason,omitempty"`  // why not
+		Dataset string `json:"dataset,omitempty"` // "" = nothing restored
+		From    string `json:"from,omitempty"`
+		Reason  string `json:"reason,omitempty"`
 		// Fresh: nothing was ever flushed, as at a job's first start;
 		// starting empty is then no news.
 		Fresh bool `json:"fresh,omitempty"`
@@ -82,6 +108,9 @@ type (
 		// Manifest is the digest of the manifest the index completed:
 		// every node reads that one and no other.
 		Manifest string `json:"manifest,omitempty"`
+		// RootMode is the dataset directory's mode, from its record (the
+		// manifest lists what is inside); 0: as the fetch makes it.
+		RootMode uint32 `json:"root_mode,omitempty"`
 	}
 	fetchReply struct {
 		Files   int64   `json:"files"`
@@ -99,6 +128,19 @@ type fetchStage struct {
 	res fetchReply
 }
 
+// ErrBadCopy marks a fetch that failed for the fault of the prefix's copy
+// of the dataset (prefix.CopyFault), as opposed to one of the node that
+// fetched it: only such failures are recorded in the index. Nodes pass it
+// on by code (node.ErrorCodes).
+var ErrBadCopy = errors.New("the prefix's copy is bad")
+
+// Fetches that fail for a node's own reason are tried again this many
+// times, the first after localPause, each pause twice the one before.
+const (
+	localRetries = 4
+	localPause   = 2 * time.Second
+)
+
 func (f *Flusher) registerFetch() {
 	f.fetch.staged = map[string]fetchStage{}
 	jobnet.Handle(f.net, "fetch-join", f.handleJoin)
@@ -107,61 +149,84 @@ func (f *Flusher) registerFetch() {
 	jobnet.Handle(f.net, "fetch-abort", f.handleAbort)
 }
 
-// Fetch fetches the newest usable dataset from the prefix into the cache,
-// together with every other node; the daemon's restore calls it when no
-// checkpoint is left in the cache, and returns once the fetch is over.
-func (f *Flusher) Fetch(ctx context.Context) {
-	if f.prefix == nil || !f.o.Fetch {
-		return
-	}
+// Restore decides with the job which checkpoint this restart restores,
+// fetching it from the prefix when the prefix holds a newer one than the
+// caches, and returns once that is done (see the top of this file). The
+// daemon's restore calls it once the stock-taking is over.
+func (f *Flusher) Restore(ctx context.Context) {
+	var out fetchOutcome
 	if f.self == 0 {
-		f.coordinateFetch(ctx)
-		return
+		out = f.coordinateFetch(ctx)
+	} else {
+		out = f.joinFetch(ctx)
 	}
-	f.joinFetch(ctx)
-}
-
-// endFetchDecision tells waiting joiners whether node 0 coordinates a fetch.
-func (f *Flusher) endFetchDecision() {
-	f.fetch.decideOnce.Do(func() { close(f.fetch.decided) })
+	r := &Restored{Dataset: out.Dataset, From: out.From, Reason: out.Reason}
+	if r.From == "" {
+		r.From = FromNone
+	}
 	f.fetch.mu.Lock()
-	joined := f.fetch.joined
+	f.fetch.restored = r
 	f.fetch.mu.Unlock()
-	if f.self != 0 && !joined && f.prefix != nil && f.o.Fetch {
-		// Restarted from this node's cache: node 0 must not wait for us.
-		f.g.Go(func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, 2*f.o.ConnectTimeout)
-			defer cancel()
-			if err := f.net.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self}, nil); err != nil {
-				f.log.Debug("could not tell node 0 this node needs no fetch", "err", err)
-			}
-		})
+	switch {
+	case r.From == FromNone && !out.Fresh:
+		f.log.Error("no checkpoint in the cache and none fetched from the prefix: starting with an empty cache", "reason", out.Reason)
+	case r.From == FromNone:
+		f.log.Info("nothing to restore: no checkpoint was ever completed or flushed", "reason", out.Reason)
+	default:
+		f.log.Info("the job restored its newest checkpoint", "dataset", r.Dataset, "from", r.From, "reason", r.Reason)
 	}
 }
 
-// joinFetch asks node 0 for a fetch and waits until it is over.
-func (f *Flusher) joinFetch(ctx context.Context) {
+// Restored returns what this node's restore restored; nil before it has
+// decided.
+func (f *Flusher) Restored() *Restored {
 	f.fetch.mu.Lock()
-	f.fetch.joined = true
-	f.fetch.mu.Unlock()
+	defer f.fetch.mu.Unlock()
+	if f.fetch.restored == nil {
+		return nil
+	}
+	r := *f.fetch.restored
+	return &r
+}
+
+// joinFetch asks node 0 what the job restores, taking part in a fetch if
+// it decides one, and returns its decision.
+func (f *Flusher) joinFetch(ctx context.Context) fetchOutcome {
 	if err := f.waitLink(ctx, 0); err != nil {
-		f.log.Error("no checkpoint in the cache and node 0 unreachable, so nothing is fetched from the prefix: starting with an empty cache",
-			"err", err)
-		return
+		return f.cachedOutcome("node 0 is unreachable, so the job could not decide: " + err.Error())
 	}
 	var out fetchOutcome
-	if err := f.net.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self, Want: true}, &out); err != nil {
-		f.log.Error("lost node 0 while fetching from the prefix: starting with an empty cache", "err", err)
-		return
+	if err := f.net.Call(ctx, 0, "fetch-join", joinMsg{Node: f.self}, &out); err != nil {
+		return f.cachedOutcome("node 0 was lost while the job decided what to restore: " + err.Error())
 	}
-	if out.Dataset == "" && !out.Fresh {
-		f.log.Error("no checkpoint in the cache and none fetched from the prefix: starting with an empty cache",
-			"reason", out.Reason)
-	}
+	return out
 }
 
-// handleJoin runs on node 0: a node asks for a fetch (or declines one) and
-// waits for the outcome.
+// cachedOutcome is the outcome of restoring from this node's cache as it
+// is, with reason.
+func (f *Flusher) cachedOutcome(reason string) fetchOutcome {
+	if name, _ := f.newestCached(); name != "" {
+		return fetchOutcome{Dataset: name, From: FromCache, Reason: reason}
+	}
+	return fetchOutcome{From: FromNone, Reason: reason}
+}
+
+// newestCached returns the newest recorded dataset in this node's cache
+// and its sequence number, or "".
+func (f *Flusher) newestCached() (string, uint64) {
+	var name string
+	var seq uint64
+	for _, ds := range f.o.Store.Datasets() {
+		if info := ds.Info(); info.State.Completed() && info.Seq > seq {
+			name, seq = info.Name, info.Seq
+		}
+	}
+	return name, seq
+}
+
+// handleJoin runs on node 0: a node that restores waits for the job's
+// decision; one that starts after node 0's restore is over learns what
+// the job holds now.
 func (f *Flusher) handleJoin(ctx context.Context, from int, m joinMsg) (any, error) {
 	if f.self != 0 {
 		return nil, fmt.Errorf("node %d does not coordinate fetches (node 0 does)", f.self)
@@ -174,17 +239,20 @@ func (f *Flusher) handleJoin(ctx context.Context, from int, m joinMsg) (any, err
 	f.fetch.mu.Lock()
 	c := f.fetch.coord
 	f.fetch.mu.Unlock()
-	if c == nil {
-		return fetchOutcome{Reason: "node 0 did not fetch: it restarted from its own cache"}, nil
+	select {
+	case <-c.done:
+		out := f.cachedOutcome("")
+		if out.From == FromNone {
+			out = c.outcome
+		}
+		return out, nil
+	default:
 	}
 	c.mu.Lock()
-	c.want[m.Node] = m.Want
+	c.joined[from] = true
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
-	if !m.Want {
-		return fetchOutcome{}, nil
-	}
 	select {
 	case <-c.done:
 		return c.outcome, nil
@@ -193,52 +261,80 @@ func (f *Flusher) handleJoin(ctx context.Context, from int, m joinMsg) (any, err
 	}
 }
 
-// coordinateFetch runs node 0's side of a fetch.
-func (f *Flusher) coordinateFetch(ctx context.Context) {
-	c := &fetchCoord{done: make(chan struct{}), want: map[int]bool{}, changed: make(chan struct{})}
+// coordinateFetch runs node 0's side of the decision and returns it.
+func (f *Flusher) coordinateFetch(ctx context.Context) fetchOutcome {
+	c := &fetchCoord{done: make(chan struct{}), joined: map[int]bool{}, changed: make(chan struct{})}
 	f.fetch.mu.Lock()
 	f.fetch.coord = c
 	f.fetch.mu.Unlock()
-	f.endFetchDecision()
+	f.fetch.decideOnce.Do(func() { close(f.fetch.decided) })
 	defer close(c.done)
-	c.outcome = f.fetchNewest(ctx, c)
-	if c.outcome.Dataset == "" && !c.outcome.Fresh {
-		f.log.Error("no checkpoint in the cache and none fetched from the prefix: starting with an empty cache",
-			"reason", c.outcome.Reason, "prefix", f.prefix.String())
-	}
+	c.outcome = f.restoreNewest(ctx, c)
+	return c.outcome
 }
 
-// fetchNewest tries the candidates newest first until one is fetched.
-func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
+// restoreNewest decides what the job restores: the caches' newest
+// checkpoint, unless the prefix holds a newer one that can be fetched.
+func (f *Flusher) restoreNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
+	if f.prefix == nil || !f.o.Fetch {
+		return f.cachedOutcome("")
+	}
 	gathered := false
+	tries := 0
 	for ctx.Err() == nil {
 		ix, err := f.prefix.ReadIndex(ctx)
 		if err != nil {
-			return fetchOutcome{Reason: "the prefix index is unreadable: " + err.Error()}
+			return f.cachedOutcome("the prefix index is unreadable: " + err.Error())
 		}
 		e, ok := ix.Newest(nil)
 		if !ok {
 			if len(ix.Datasets) == 0 {
-				f.log.Info("nothing to fetch: no dataset was flushed to the prefix yet", "prefix", f.prefix.String())
-				return fetchOutcome{Reason: "no dataset was flushed to the prefix yet", Fresh: true}
+				out := f.cachedOutcome("")
+				out.Fresh = true
+				return out
 			}
-			return fetchOutcome{Reason: f.noCandidate(ix)}
+			return f.cachedOutcome(f.noCandidate(ix))
+		}
+		if name, seq := f.newestCached(); name != "" && seq >= e.ID {
+			return fetchOutcome{Dataset: name, From: FromCache}
 		}
 		if !gathered {
-			// Only now wait for the others: a fresh job with nothing to
-			// fetch must not wait for its slowest node.
+			// Only now wait for the others: a job with nothing to fetch
+			// must not wait for its slowest node. Their stock-takings may
+			// have brought back a newer checkpoint meanwhile.
 			if reason := f.gatherJoins(ctx, c); reason != "" {
-				return fetchOutcome{Reason: reason}
+				return f.cachedOutcome(fmt.Sprintf("the prefix holds %s, newer than what the caches hold, but %s", e.Name, reason))
 			}
 			gathered = true
+			continue
 		}
-		failures, fatal := f.tryFetch(ctx, e)
-		f.met.round("fetch", fatal == nil && len(failures) == 0)
+		cached, _ := f.newestCached()
+		f.log.Info("the prefix holds a checkpoint newer than what the caches hold: fetching it", "dataset", e.Name, "seq", e.ID,
+			"cached", cached)
+		failures, local, fatal := f.tryFetch(ctx, e)
+		f.met.round("fetch", fatal == nil && len(failures) == 0 && len(local) == 0)
 		switch {
-		case fatal != nil:
-			return fetchOutcome{Reason: fatal.Error()}
+		case fatal == nil && len(failures) == 0 && len(local) == 0:
+			reason := "newer than what the caches hold"
+			if cached != "" {
+				reason = "newer than " + cached + ", the newest the caches hold"
+			}
+			return fetchOutcome{Dataset: e.Name, From: FromPrefix, Reason: reason}
 		case len(failures) == 0:
-			return fetchOutcome{Dataset: e.Name}
+			why := strings.Join(local, "; ")
+			if fatal != nil {
+				why = fatal.Error()
+			}
+			if tries++; tries > localRetries {
+				return f.cachedOutcome(fmt.Sprintf("the fetch of %s from the prefix failed %d times for reasons of the nodes (%s)", e.Name, tries, why))
+			}
+			pause := localPause << (tries - 1)
+			f.log.Warn("fetch failed for a reason of the node, not of the prefix copy: not recorded in the index; trying again",
+				"dataset", e.Name, "reason", why, "in", pause)
+			if err := sleep.For(ctx, pause); err != nil {
+				return f.cachedOutcome("shutting down")
+			}
+			continue
 		}
 		err = f.prefix.UpdateIndex(ctx, f.log, func(ix *prefix.Index) error {
 			for _, ff := range failures {
@@ -249,13 +345,13 @@ func (f *Flusher) fetchNewest(ctx context.Context, c *fetchCoord) fetchOutcome {
 			return nil
 		})
 		if err != nil {
-			return fetchOutcome{Reason: fmt.Sprintf("fetch of %s failed (%s) and could not be recorded in the index: %v",
-				e.Name, failures[0].Reason, err)}
+			return f.cachedOutcome(fmt.Sprintf("fetch of %s failed (%s) and could not be recorded in the index: %v",
+				e.Name, failures[0].Reason, err))
 		}
 		f.log.Warn("fetch failed, recorded in the index; trying an older dataset", "dataset", e.Name,
 			"failed_node", failures[0].Node, "reason", failures[0].Reason)
 	}
-	return fetchOutcome{Reason: "shutting down"}
+	return f.cachedOutcome("shutting down")
 }
 
 // noCandidate explains why the index offers nothing to fetch.
@@ -288,10 +384,10 @@ func (f *Flusher) noCandidate(ix *prefix.Index) string {
 	return "no usable dataset in the prefix index: " + strings.Join(parts, "; ")
 }
 
-// gatherJoins waits until every other node asked for the fetch. A node
-// that declined (restarted from its cache) or stays silent past
-// cluster.connect_timeout + restart.member_timeout (it may be rebuilding
-// first) ends the fetch before it starts.
+// gatherJoins waits until every other node joined the restore. A node
+// silent past cluster.connect_timeout + restart.member_timeout (it runs
+// already, or is down, or still rebuilding) ends the fetch before it
+// starts; the reason says so.
 func (f *Flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
 	timeout := f.o.ConnectTimeout + f.o.MemberTimeout
 	timer := time.NewTimer(timeout)
@@ -299,53 +395,53 @@ func (f *Flusher) gatherJoins(ctx context.Context, c *fetchCoord) string {
 	for {
 		c.mu.Lock()
 		changed := c.changed
-		var declined, missing []int
+		var missing []int
 		for n := 1; n < f.o.Nodes; n++ {
-			want, ok := c.want[n]
-			switch {
-			case !ok:
+			if !c.joined[n] {
 				missing = append(missing, n)
-			case !want:
-				declined = append(declined, n)
 			}
 		}
 		c.mu.Unlock()
-		switch {
-		case len(declined) > 0:
-			return fmt.Sprintf("node %s restarted from its own cache; fetching would restart the nodes from different checkpoints",
-				joinInts(declined))
-		case len(missing) == 0:
+		if len(missing) == 0 {
 			return ""
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			return fmt.Sprintf("node %s did not ask for a fetch within %v", joinInts(missing), timeout)
+			return fmt.Sprintf("node %s did not join the restore within %v (it runs already, or is down)", joinInts(missing), timeout)
 		case <-ctx.Done():
 			return "shutting down"
 		}
 	}
 }
 
-// tryFetch fetches dataset e on every node. Failures of the dataset (a
-// corrupt or missing file, a bad manifest) come back for the index; a node
-// that cannot be reached is fatal to the whole fetch, not the dataset's fault.
-func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures []prefix.FetchFailure, fatal error) {
+// tryFetch fetches dataset e on every node. Failures for the fault of
+// the prefix's copy (a corrupt or missing file, a bad manifest) come back
+// for the index; those of a node's own (no space, permissions) as local,
+// and a node that cannot be reached as fatal: neither is the dataset's
+// fault.
+func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures []prefix.FetchFailure, local []string, fatal error) {
 	log := f.log.With("dataset", e.Name)
 	now := time.Now().UTC()
 	// A broken or refused manifest fails the dataset without troubling
 	// the others.
 	man, err := f.prefix.ReadManifest(ctx, e.Name, e.Manifest)
 	if err != nil {
-		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
+		if !copyFault(err) {
+			return nil, nil, fmt.Errorf("read the manifest of %s: %w", e.Name, err)
+		}
+		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil, nil
 	}
 	msg := fetchMsg{Dataset: e.Name, Round: jobnet.NewToken(), ID: e.ID, Kind: e.Kind, Root: e.Root, Seq: e.ID, Completed: e.Flushed,
 		Manifest: e.Manifest}
 	switch rec, err := f.readPrefixRecord(ctx, man); {
 	case err == nil:
-		msg.Seq, msg.Completed = rec.Seq, rec.Completed
-	case !record.IsMissing(err):
-		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil
+		msg.Seq, msg.Completed, msg.RootMode = rec.Seq, rec.Completed, rec.RootMode()
+	case record.IsMissing(err):
+	case !copyFault(err):
+		return nil, nil, err
+	default:
+		return []prefix.FetchFailure{{Time: now, Node: f.self, Reason: err.Error()}}, nil, nil
 	}
 	log.Info("fetching from the prefix", "round", msg.Round, "bytes", e.Bytes, "files", e.Files, "flushed", e.Flushed)
 	errs := make([]error, f.o.Nodes)
@@ -362,12 +458,9 @@ func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures [
 				}
 			}
 			err := f.net.Call(ctx, n, "fetch", msg, nil)
-			var re *jobnet.RemoteError
 			switch {
 			case err == nil:
-			case errors.As(err, &re):
-				errs[n] = errors.New(re.Msg)
-			case n == f.self:
+			case jobnet.IsRemote(err) || n == f.self:
 				errs[n] = err
 			default:
 				lost[n] = fmt.Errorf("node %d: %w", n, err)
@@ -376,15 +469,20 @@ func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures [
 	}
 	wg.Wait()
 	for n := range f.o.Nodes {
-		if errs[n] != nil {
-			failures = append(failures, prefix.FetchFailure{Time: now, Node: n, Reason: errs[n].Error()})
+		var re *jobnet.RemoteError
+		switch err := errs[n]; {
+		case err == nil:
+		case errors.Is(err, ErrBadCopy) && errors.As(err, &re):
+			failures = append(failures, prefix.FetchFailure{Time: now, Node: n, Reason: re.Msg})
+		default:
+			local = append(local, fmt.Sprintf("node %d: %v", n, err))
 		}
 		if lost[n] != nil && fatal == nil {
 			fatal = fmt.Errorf("fetch of %s: %w", e.Name, lost[n])
 		}
 	}
 	kind := "fetch-commit"
-	if fatal != nil || len(failures) > 0 {
+	if fatal != nil || len(failures) > 0 || len(local) > 0 {
 		kind = "fetch-abort"
 	}
 	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
@@ -402,7 +500,14 @@ func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures [
 			f.o.Store.Fetched(ds.Name())
 		}
 	}
-	return failures, fatal
+	return failures, local, fatal
+}
+
+// copyFault says whether err, reading a dataset's manifest or record from
+// the prefix, is the fault of the prefix's copy: one the index's entry
+// promises and that is missing counts too.
+func copyFault(err error) bool {
+	return prefix.CopyFault(err) || errors.Is(err, record.ErrBadRecord) || errors.Is(err, fs.ErrNotExist)
 }
 
 func joinInts(ns []int) string {

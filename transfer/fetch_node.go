@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
@@ -21,11 +22,11 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	if f.prefix == nil {
 		return nil, errNoPrefix
 	}
-	if ds := f.o.Store.Get(m.Dataset); ds != nil {
-		return nil, fmt.Errorf("fetch %s: node %d already has a dataset of that name (%s)", m.Dataset, f.self, ds.State())
-	}
 	man, err := f.prefix.ReadManifest(ctx, m.Dataset, m.Manifest)
 	if err != nil {
+		if copyFault(err) {
+			err = fmt.Errorf("%w: %w", ErrBadCopy, err)
+		}
 		return nil, err
 	}
 	staging := f.o.Store.StagingDir(m.Dataset)
@@ -45,12 +46,22 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	// all of them.
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	err = f.prefix.Fetch(ctx, m.Dataset, staging, entries, o)
+	if err == nil && m.RootMode != 0 {
+		if err = syscall.Chmod(staging, m.RootMode); err != nil {
+			err = fmt.Errorf("fetch %s: mode of its directory: %w", m.Dataset, err)
+		}
+	}
 	f.met.rate.WithLabelValues("fetch").Set(0)
 	if err == nil {
 		err = f.fetchPointers(ctx, man, staging)
 	}
 	if err != nil {
 		os.RemoveAll(staging)
+		if prefix.CopyFault(err) {
+			err = fmt.Errorf("%w: %w", ErrBadCopy, err)
+		} else {
+			f.log.Warn("fetch failed here for a reason of this node, not of the prefix copy", "dataset", m.Dataset, "err", err)
+		}
 		return nil, err
 	}
 	res := fetchReply{Seconds: time.Since(start).Seconds()}
@@ -94,6 +105,14 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	route := cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
 	if m.Kind != "" {
 		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
+	}
+	if ds := f.o.Store.Get(m.Dataset); ds != nil {
+		// The job could not restore it from its caches (this node's copy
+		// is not the whole of it): the verified copy takes its place.
+		if err := f.o.Store.Drop(m.Dataset, "the job fetched it from the prefix; the copy here gives way"); err != nil {
+			os.RemoveAll(f.o.Store.StagingDir(m.Dataset))
+			return nil, err
+		}
 	}
 	_, err := f.o.Store.Adopt(route, cache.Complete, f.o.Store.StagingDir(m.Dataset), m.Seq, m.Completed)
 	if err != nil {

@@ -47,6 +47,7 @@ type Store interface {
 	SetFlush(name string, st cache.FlushStatus) error
 	StagingDir(name string) string
 	Adopt(r cache.Route, st cache.State, staged string, seq uint64, completed time.Time) (*cache.Dataset, error)
+	Drop(name, why string) error
 	ReserveIDs(next uint64)
 	NodeID() string
 	// Fetched reports (node 0) that every node adopted its share of a
@@ -195,6 +196,7 @@ func New(o Options) (*Flusher, error) {
 	jobnet.Handle(f.net, "flush-prepare", f.handlePrepare)
 	jobnet.Handle(f.net, "flush", f.handleFlush)
 	jobnet.Handle(f.net, "flush-done", f.handleDone)
+	jobnet.Handle(f.net, "flush-progress", f.handleProgress)
 	f.registerFetch()
 
 	if f.self == 0 && f.prefix != nil {
@@ -243,7 +245,6 @@ func (f *Flusher) continueIndex() {
 // flush jobs and picks up flushes a restart interrupted.
 func (f *Flusher) Start() {
 	f.startOnce.Do(func() { close(f.started) })
-	f.endFetchDecision()
 	if f.prefix == nil {
 		return
 	}

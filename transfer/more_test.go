@@ -14,6 +14,7 @@ import (
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // TestFlushOfDatasetNodeZeroLacks: node 0's "not found" reaches the node
@@ -106,10 +107,13 @@ func TestFlushOutcomeLost(t *testing.T) {
 	f.waitFlush("ckpt.1", cache.FlushDone)
 }
 
-// TestFetchDeclinedByCachedNode: one node restarts with its cache, the
-// others wiped; nothing is fetched (the nodes would restart from different
-// checkpoints), and the wiped nodes say so instead of waiting forever.
-func TestFetchDeclinedByCachedNode(t *testing.T) {
+// TestFetchReplacesWhatCannotBeRestored: one node restarts with its cache,
+// the others wiped (under SINGLE their shares are gone): the caches cannot
+// restore ckpt.1, the prefix can, so the job fetches it; node 1's copy
+// gives way to the verified one, and every node holds its share (issue
+// 26: the newest intact checkpoint, wherever it is; before, nothing was
+// fetched and the job restarted from nothing on two nodes).
+func TestFetchReplacesWhatCannotBeRestored(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{})
 	f.startAll()
 	f.write("ckpt.1", 10<<10)
@@ -122,10 +126,17 @@ func TestFetchDeclinedByCachedNode(t *testing.T) {
 		}
 	}
 	f.startAll()
-	for _, i := range []int{0, 2} {
-		if st, _ := f.Nodes[i].State("ckpt.1"); st != "" {
-			t.Errorf("node %d fetched ckpt.1 (%s) although node 1 restarted from its cache", i, st)
+	f.Wait(wait, "ckpt.1 recorded again everywhere", func() string { return f.Describe("ckpt.1") }, func() bool {
+		for _, n := range f.Nodes {
+			if ds := n.Store.Get("ckpt.1"); ds == nil || ds.Info().Seq == 0 {
+				return false
+			}
 		}
+		return true
+	})
+	f.checkFiles("ckpt.1")
+	if r := f.fl(0).Restored(); r == nil || r.Dataset != "ckpt.1" || r.From != transfer.FromPrefix {
+		t.Errorf("node 0 restored %+v, want ckpt.1 from the prefix", r)
 	}
 }
 

@@ -3,8 +3,10 @@ package transfer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/layout"
 )
 
 // Progress is a dataset's flush as this node knows it: the state the cache
@@ -90,6 +92,72 @@ func (f *Flusher) Progress(name, round string) (Progress, error) {
 		return Progress{FlushStatus: out.FlushStatus}, nil
 	}
 	return Progress{}, fmt.Errorf("no flush of %s known on node %d: %w", name, f.self, cache.ErrNotFound)
+}
+
+// progressReq asks a node how its part of a round of a dataset goes.
+type progressReq struct {
+	Dataset string `json:"dataset"`
+	Round   string `json:"round,omitempty"`
+}
+
+// Check implements jobnet.Checker.
+func (m progressReq) Check() error { return layout.CheckDatasetName(m.Dataset) }
+
+// partProgress is a node's part of a round: Known when the node has one.
+type partProgress struct {
+	Done  int64   `json:"done"`
+	Total int64   `json:"total"`
+	Rate  float64 `json:"rate"`
+	Known bool    `json:"known"`
+}
+
+func (f *Flusher) handleProgress(ctx context.Context, from int, m progressReq) (any, error) {
+	f.mu.Lock()
+	j := f.jobs[m.Dataset]
+	f.mu.Unlock()
+	if j == nil || (m.Round != "" && j.round != m.Round) {
+		return partProgress{}, nil
+	}
+	p := f.jobStatus(j, nil)
+	return partProgress{Done: p.Done, Total: p.Total, Rate: p.Rate, Known: true}, nil
+}
+
+// progressAsk bounds how long DatasetProgress waits for the nodes' parts.
+const progressAsk = time.Second
+
+// DatasetProgress is Progress for the whole dataset while a round of it
+// runs, as `scrfs flush --wait` shows it: the bytes every node's part has
+// copied and has to copy, and their rates, together (asked of every node,
+// each within a second; a node that does not answer is left out). Its
+// state is this node's view of the round.
+func (f *Flusher) DatasetProgress(ctx context.Context, name, round string) (Progress, error) {
+	p, err := f.Progress(name, round)
+	if err != nil || f.o.Nodes == 1 || (p.State != cache.FlushRunning && p.State != cache.FlushScheduled) {
+		return p, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, progressAsk)
+	defer cancel()
+	var sum partProgress
+	for _, r := range f.net.Fanout(ctx, f.all(), "flush-progress", progressReq{Dataset: name, Round: round}) {
+		var pp partProgress
+		if r.Decode(&pp) == nil && pp.Known {
+			sum.Done, sum.Total, sum.Rate, sum.Known = sum.Done+pp.Done, sum.Total+pp.Total, sum.Rate+pp.Rate, true
+		}
+	}
+	if !sum.Known {
+		return p, nil
+	}
+	p.Done, p.Total, p.Rate, p.ETA = sum.Done, sum.Total, sum.Rate, 0
+	if sum.Rate > 0 {
+		p.ETA = float64(sum.Total-sum.Done) / sum.Rate
+	}
+	if sum.Done > 0 && p.State == cache.FlushScheduled {
+		p.State = cache.FlushRunning
+	}
+	// This node's part may be durable while others copy: the dataset's
+	// flush is running, not waiting, until every part is.
+	p.Waiting = p.Waiting && sum.Done >= sum.Total
+	return p, nil
 }
 
 // Running returns how this node's part of a round of dataset name goes

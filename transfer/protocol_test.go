@@ -2,6 +2,7 @@ package transfer_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // TestFlushAndFetch: a flush asked for on any node runs job-wide; after
@@ -142,4 +144,32 @@ func TestFlushNewestWaitsForCompletion(t *testing.T) {
 		t.Fatalf("flush of the newest dataset flushed %q, want ckpt.2", name)
 	}
 	f.waitFlush("ckpt.2", cache.FlushDone)
+}
+
+// TestDatasetProgress: `scrfs flush --wait` on any node follows the whole
+// dataset, not that node's share: while the round runs, its bytes are
+// every node's part together.
+func TestDatasetProgress(t *testing.T) {
+	f := newFixture(t, 3, memnet.Faults{})
+	f.Cfg.PerNode = func(i int, o *node.Options) { o.Async, o.Bandwidth = true, 256<<10 }
+	f.startAll()
+	f.write("ckpt.1", 512<<10)
+	rep := f.flush(1, "ckpt.1")
+	var all int64
+	for i := range f.Nodes {
+		all += int64(512<<10 + i) // f.write's sizes
+	}
+	var seen transfer.Progress
+	f.Wait(wait, "node 1 reporting the whole dataset's flush under way", func() string { return fmt.Sprintf("%+v", seen) }, func() bool {
+		p, err := f.fl(1).DatasetProgress(context.Background(), "ckpt.1", rep.Round)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = p
+		return p.State == cache.FlushRunning && p.Total == all && p.Done > 0 && p.Done < p.Total
+	})
+	if own, _ := f.fl(1).Progress("ckpt.1", rep.Round); own.Total >= seen.Total {
+		t.Errorf("node 1's own share %d bytes, the dataset's %d", own.Total, seen.Total)
+	}
+	f.waitFlush("ckpt.1", cache.FlushDone)
 }

@@ -138,6 +138,14 @@ func TestListSetCurrent(t *testing.T) {
 	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", "ckpt.30"); code != exitError || !strings.Contains(errs, "not complete") {
 		t.Fatalf("set current ckpt.30: exit %d: %s", code, errs)
 	}
+	// Marking a dataset that failed a fetch clears the failures: the
+	// user means it to be fetched.
+	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", "ckpt.20"); code != exitOK {
+		t.Fatalf("set current ckpt.20: exit %d: %s", code, errs)
+	}
+	if ix, _ := readIndex(t, dir); ix.Current != "ckpt.20" || len(ix.Datasets[1].FailedFetches) != 0 {
+		t.Fatalf("after --set-current ckpt.20: current %q, failed fetches %+v", ix.Current, ix.Datasets[1].FailedFetches)
+	}
 	// "" clears the mark.
 	if _, errs, code := runCLI(t, "list", "--prefix", dir, "--set-current", ""); code != exitOK {
 		t.Fatalf("clear current: exit %d: %s", code, errs)

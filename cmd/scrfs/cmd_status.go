@@ -80,6 +80,9 @@ func printStatus(w io.Writer, st *control.Status) {
 	if n.Prefix != "" {
 		fmt.Fprintf(w, "prefix %s\n", n.Prefix)
 	}
+	if r := n.Restored; r != nil {
+		fmt.Fprintf(w, "restored %s\n", restoredLine(*r))
+	}
 	if ro := n.ReadOnly; ro != nil {
 		fmt.Fprintf(w, "READ-ONLY since %s (%s ago, %d failed writes): the cache state cannot be written (%s: %s); completed datasets are served, new ones refused (ENOSPC); retrying\n",
 			ro.Since.Local().Format(time.DateTime), roundDuration(time.Since(ro.Since).Seconds()), ro.FailedWrites, ro.Reason, ro.Error)
@@ -102,14 +105,34 @@ func printStatus(w io.Writer, st *control.Status) {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "PEER\tADDRESS\tLINK\tNOTE")
 		for _, p := range st.Peers {
-			link := "down"
-			if p.Up {
-				link = "up"
+			link, note := "up", ""
+			if !p.Up {
+				// The last error of a link that is up again belongs to
+				// the past: it is in the JSON, not in the note.
+				link, note = "down", p.LastError
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Index, p.Addr, link, p.LastError)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Index, p.Addr, link, note)
 		}
 		tw.Flush()
 	}
+}
+
+// restoredLine says which checkpoint the daemon's start restored, from
+// where and why.
+func restoredLine(r control.Restored) string {
+	var s string
+	switch r.From {
+	case "cache":
+		s = r.Dataset + " from the caches"
+	case "prefix":
+		s = r.Dataset + " from the prefix"
+	default:
+		s = "nothing"
+	}
+	if r.Reason != "" {
+		s += " (" + r.Reason + ")"
+	}
+	return s
 }
 
 // note says what a dataset is waiting for or why it is in its state.
