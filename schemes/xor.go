@@ -51,7 +51,7 @@ func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *red
 	})
 	defer pf.close()
 
-	rbuf := s.pool.get(0)
+	var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 	defer func() { s.pool.put(rbuf) }()
 	for o := 0; o < n; o++ {
 		ln := pieceLen(o)

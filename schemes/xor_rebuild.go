@@ -27,7 +27,7 @@ func (b *rebuilder) xor(s *session) error {
 		// the chain. That neighbour sends each finished piece with its
 		// CRC32C, so it is spliced into its file where it lies inside one.
 		s.total = int64(p) * chunk
-		rbuf := s.pool.get(0)
+		var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 		defer func() { s.pool.put(rbuf) }()
 		for i := 0; i < total; i++ {
 			row, off, ln := at(i)
