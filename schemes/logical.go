@@ -57,6 +57,14 @@ func newLogicalReader(dir string, list []files.Meta, crcs *fileCRCs) *logicalFil
 	return l
 }
 
+// sibling returns another reader of l's files, for a second goroutine to
+// use alongside l; both feed l's CRC tracker.
+func (l *logicalFile) sibling() *logicalFile {
+	c := *l
+	c.open, c.order = make(map[int]*os.File), nil
+	return &c
+}
+
 // newLogicalWriter writes the regular files of files as stage/<index>, each
 // created empty here so zero-length files exist too. Staging under numbers
 // rather than names keeps untrusted paths out of the picture until place
