@@ -54,24 +54,25 @@ func TestFileCRCsOutOfOrder(t *testing.T) {
 	}
 }
 
-// TestXorWithCRC: the fused XOR and CRC32C gives what XOR then CRC32C
-// give, at sizes around its block.
-func TestXorWithCRC(t *testing.T) {
+// TestXorInto: the XOR with the fused CRC32C gives what XOR then CRC32C
+// give, at sizes around its block, and goes on from the CRC it is given.
+func TestXorInto(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, n := range []int{0, 1, sumBlock - 1, sumBlock, sumBlock + 1, 3*sumBlock + 77} {
-		dst, src := make([]byte, n), make([]byte, n)
-		for i := range dst {
-			dst[i], src[i] = byte(rng.Uint32()), byte(rng.Uint32())
+		a, b, dst := make([]byte, n), make([]byte, n), make([]byte, n)
+		for i := range a {
+			a[i], b[i] = byte(rng.Uint32()), byte(rng.Uint32())
 		}
 		want := make([]byte, n)
 		for i := range want {
-			want[i] = dst[i] ^ src[i]
+			want[i] = a[i] ^ b[i]
 		}
-		crc := xorWithCRC(dst, src)
+		crc := crc32c.Checksum([]byte("before"))
+		xorInto(dst, a, b, true, &crc)
 		if string(dst) != string(want) {
 			t.Fatalf("%d bytes: XOR differs", n)
 		}
-		if w := crc32c.Checksum(want); crc != w {
+		if w := crc32c.Checksum(append([]byte("before"), want...)); crc != w {
 			t.Fatalf("%d bytes: crc32c %08x, want %08x", n, crc, w)
 		}
 	}

@@ -74,6 +74,14 @@ func newLogicalReader(dir string, list []files.Meta, crcs *fileCRCs) *logicalFil
 	return l
 }
 
+// sibling returns another reader of l's files, for a second goroutine to
+// use alongside l; both feed l's CRC tracker.
+func (l *logicalFile) sibling() *logicalFile {
+	c := *l
+	c.open, c.order = make(map[int]*os.File), nil
+	return &c
+}
+
 // newLogicalWriter writes the regular files of files as stage/<index>, each
 // created here at its size, so zero-length files exist too and the bytes a
 // member does not hold of a file several nodes wrote read as zeros.

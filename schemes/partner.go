@@ -62,7 +62,7 @@ func partnerEncode(s *session, p Params, r int, sizes map[int]int64, lr *logical
 // receiveCopy receives rank src's logical file of length bytes into
 // segment seg of w, each piece spliced when it can be (recvToSegment).
 func receiveCopy(s *session, src int, length int64, piece int, w *redfile.Writer, seg int) error {
-	rbuf := s.pool.get(0)
+	var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 	defer func() { s.pool.put(rbuf) }()
 	for o := 0; o < pieces(length, piece); o++ {
 		ln := int(min(int64(piece), length-int64(o)*int64(piece)))

@@ -79,7 +79,7 @@ func (b *rebuilder) partner(s *session) error {
 		}
 		for _, prov := range provs {
 			fns = append(fns, func() error {
-				rbuf := s.pool.get(0)
+				var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 				defer func() { s.pool.put(rbuf) }()
 				for _, st := range byProvider[prov] {
 					length := b.metas[st.source].Logical

@@ -170,7 +170,7 @@ func rsEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *redf
 	sums := make([][]byte, k) // the k partial sums in hand, frame room in front
 	parity := make([][]byte, k)
 	sumCRCs := make([]uint32, k)
-	rbuf := s.pool.get(0)
+	var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 	defer func() { s.pool.put(rbuf) }()
 	for o := 0; o < n; o++ {
 		ln := pieceLen(o)

@@ -97,7 +97,7 @@ func (b *rebuilder) rs(s *session) error {
 		// Solvers send what they rebuild with its CRC32C, so it is spliced
 		// into its file where it lies inside one.
 		s.total = int64(p) * chunk
-		rbuf := s.pool.get(0)
+		var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 		defer func() { s.pool.put(rbuf) }()
 		for o := 0; o < n; o++ {
 			off, ln := pieceAt(o)

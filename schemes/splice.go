@@ -117,8 +117,9 @@ func (s *session) recvToSegment(src int, tag uint32, ln int, w *redfile.Writer, 
 // into and a link that can write into files, a piece that carries its
 // sender's CRC32C is spliced into it at at, and spliced records that CRC;
 // any other piece (a sender on the copy path, no file given) is received,
-// into rbuf where it fits, and its payload handed to store. It returns the
-// buffer to reuse.
+// into rbuf (taken from the pool when nil, so that a member whose pieces
+// are all spliced holds no buffer for them), and its payload handed to
+// store. It returns the buffer to reuse, which the caller gives back.
 func (s *session) recvPiece(src int, tag uint32, ln int, rbuf []byte, into *os.File, at int64,
 	spliced func(crc uint32) error, store func(payload []byte) error) ([]byte, error) {
 	if fr := s.fileReceiver(src); fr != nil && into != nil {
@@ -136,6 +137,9 @@ func (s *session) recvPiece(src int, tag uint32, ln int, rbuf []byte, into *os.F
 			return rbuf, err
 		}
 		return rbuf, store(msg[frameLen:])
+	}
+	if rbuf == nil {
+		rbuf = s.pool.get(0)
 	}
 	msg, err := s.recv(src, msgData, tag, rbuf, ln)
 	if err != nil {

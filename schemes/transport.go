@@ -116,6 +116,12 @@ type session struct {
 	sent  atomic.Int64
 	recvd atomic.Int64
 	pool  sizedPool // frame + piece buffers
+	// blocks holds buffers of a block of a piece (xorBlock, after frame
+	// room, where the pool aligns); hot is the one this session's XOR
+	// steps read contributions into, taken on first use and given back by
+	// close.
+	blocks sizedPool
+	hot    []byte
 
 	progress   func(done, total int64)
 	total      int64 // set before data moves
@@ -129,6 +135,7 @@ func newSession(ctx context.Context, links Links, rank, size, piece int, o *opti
 	return &session{
 		ctx: c, cancel: cancel, parent: ctx, links: links, rank: rank, size: size,
 		log: o.log, peers: make(map[int]*peerLink), pool: sizedPool{b: o.bufs, size: crcFrameLen + piece},
+		blocks:   sizedPool{b: o.bufs, size: frameLen + xorBlock},
 		progress: o.progress, zeroCopy: o.zeroCopyOn(),
 	}
 }
@@ -370,6 +377,10 @@ func (s *session) barrier() error {
 // failure it stops the senders and tells every peer it talked to why, so
 // members blocked on this one fail promptly with a PeerError.
 func (s *session) close(err error) {
+	defer func() {
+		s.blocks.put(s.hot)
+		s.hot = nil
+	}()
 	if err == nil {
 		s.peersMu.Lock()
 		for _, pl := range s.peers {

@@ -27,7 +27,7 @@ func (b *rebuilder) xor(s *session) error {
 		// the chain. That neighbour sends each finished piece with its
 		// CRC32C, so it is spliced into its file where it lies inside one.
 		s.total = int64(p) * chunk
-		rbuf := s.pool.get(0)
+		var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 		defer func() { s.pool.put(rbuf) }()
 		for i := 0; i < total; i++ {
 			row, off, ln := at(i)
@@ -53,6 +53,26 @@ func (b *rebuilder) xor(s *session) error {
 	defer lr.close()
 	sr := b.rf.Reader()
 	s.total = int64(p) * chunk
+	if r != mod(x+1, p) {
+		// Every piece adds to a partial sum: the contribution is read as
+		// it is XORed in (xorStep).
+		for i := 0; i < total; i++ {
+			row, at, ln := at(i)
+			read := func(dst []byte, off int) error {
+				return lr.readAt(dst, int64(xorChunk(r, row))*chunk+at+int64(off))
+			}
+			if row == r {
+				read = func(dst []byte, off int) error { return sr.ReadAt(0, at+int64(off), dst) }
+			}
+			if err := s.xorStep(left, right, uint32(i), ln, right == x, read); err != nil {
+				return err
+			}
+			s.addProgress(int64(ln))
+		}
+		return b.survivorSums(crcs)
+	}
+	// The chain starts right of x: x+1 has no one to receive from, and
+	// sends what it reads as it is, read ahead.
 	pf := startPrefetch(s.ctx, total, sendQueue+4, s.pool, func(i int, buf []byte) (span, error) {
 		row, off, ln := at(i)
 		var pc span
@@ -69,15 +89,12 @@ func (b *rebuilder) xor(s *session) error {
 		return pc, nil
 	})
 	defer pf.close()
-	// The chain starts right of x: x+1 has no one to receive from.
-	first := r == mod(x+1, p)
 	for i := 0; i < total; i++ {
-		_, _, ln := at(i)
 		pc, err := pf.next(s.ctx)
 		if err != nil {
 			return err
 		}
-		if err := s.xorStep(left, right, uint32(i), ln, first, right == x, pc, pf); err != nil {
+		if err := s.xorFirst(right, uint32(i), pc, right == x, pf); err != nil {
 			return err
 		}
 	}

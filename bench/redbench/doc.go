@@ -38,8 +38,11 @@
 //     baseline is the AWS SDK's transfer manager instead of cp -r,
 //     bench/s3bound), stops and wipes every daemon, drops the page cache, starts them
 //     again and times the fetch with its re-protect from node 0's "fetching
-//     from the prefix" line to the latest "dataset protected", beside cp -r
-//     of the same files into -dir plus one encode;
+//     from the prefix" line to the latest "dataset protected", and the fetch
+//     alone to the latest "dataset fetched" (with the daemons' CPU at that
+//     point, so the report can say what least time the two take together on
+//     this machine's cores), beside cp -r of the same files into -dir plus
+//     one encode;
 //  5. at the full size, SIGKILLs one node (for RS also k at once), wipes its cache and
 //     control directories, starts a replacement with the same node index and
 //     times the rebuild from the replacement's "rebuilding dataset" line to

@@ -18,11 +18,16 @@ import (
 // the prefix into -dir, with the page cache dropped too.
 type fetchResult struct {
 	spans   []time.Duration // node 0's "fetching from the prefix" → latest "dataset protected"
-	cps     []time.Duration // cp -r of the dataset's prefix directory into -dir
-	cpu     []time.Duration // the daemons' CPU time from their start to the latest "dataset protected"
-	cpCPU   []time.Duration // the baseline's CPU time
-	dropped bool            // the page cache could be dropped before each
-	err     error
+	fetches []time.Duration // node 0's "fetching from the prefix" → latest "dataset fetched": the fetch alone
+	encodes []time.Duration // the longest encode a daemon reported after the fetch
+	// fetchCPU is the daemons' CPU time from their start until every node
+	// logged "dataset fetched" (the re-protect's first steps may be in it).
+	fetchCPU []time.Duration
+	cps      []time.Duration // cp -r of the dataset's prefix directory into -dir
+	cpu      []time.Duration // the daemons' CPU time from their start to the latest "dataset protected"
+	cpCPU    []time.Duration // the baseline's CPU time
+	dropped  bool            // the page cache could be dropped before each
+	err      error
 }
 
 // dropCaches writes back dirty pages and drops the page cache, so reads
@@ -58,7 +63,14 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 		}
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		began, err := c.Nodes[0].Log().Wait(wctx, job.IsEvent("fetching from the prefix", ds), nil)
-		var prot []job.Event
+		var fetched, prot []job.Event
+		var atFetched job.Usage
+		if err == nil {
+			fetched, err = c.WaitAll(wctx, timeout, job.IsEvent("dataset fetched", ds), job.OutcomeOf(ds))
+		}
+		if err == nil {
+			atFetched, err = c.Usage()
+		}
 		if err == nil {
 			prot, err = c.WaitAll(wctx, timeout, job.IsEvent("dataset protected", ds), job.OutcomeOf(ds))
 		}
@@ -67,13 +79,14 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 			fr.err = fmt.Errorf("fetch of %s: %w", ds, err)
 			return fr
 		}
-		var end time.Time
+		fr.spans = append(fr.spans, latest(prot).Sub(began.Time))
+		fr.fetches = append(fr.fetches, latest(fetched).Sub(began.Time))
+		fr.fetchCPU = append(fr.fetchCPU, atFetched.CPU)
+		var enc float64
 		for _, e := range prot {
-			if e.Time.After(end) {
-				end = e.Time
-			}
+			enc = max(enc, e.Num("seconds"))
 		}
-		fr.spans = append(fr.spans, end.Sub(began.Time))
+		fr.encodes = append(fr.encodes, time.Duration(enc*float64(time.Second)))
 		u, err := c.Usage()
 		if err != nil {
 			fr.err = err
@@ -98,10 +111,21 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 			fr.err = fmt.Errorf("%s: %w\n%s", cmd.Args[0], err, out)
 			return fr
 		}
-		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s; cp -r %s", "fetch", job.FormatBytes(size), r+1,
-			fmtDur(fr.spans[r]), fmtDur(fr.cps[r]))
+		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s (fetched after %s); cp -r %s", "fetch", job.FormatBytes(size), r+1,
+			fmtDur(fr.spans[r]), fmtDur(fr.fetches[r]), fmtDur(fr.cps[r]))
 	}
 	return fr
+}
+
+// latest returns the time of the latest of events.
+func latest(events []job.Event) time.Time {
+	var t time.Time
+	for _, e := range events {
+		if e.Time.After(t) {
+			t = e.Time
+		}
+	}
+	return t
 }
 
 // wipe removes a stopped node's cache and control directories.

@@ -190,6 +190,12 @@ func (b *bench) encodeRound(ctx context.Context, c *job.Cluster, mounts []string
 	if err != nil {
 		return rd, err
 	}
+	// The checkpoint this one evicted is deleted once it is protected;
+	// that must not run into the next measurement (this job's next round,
+	// or in -ab the other job's turn, which it would slow).
+	if err := c.AwaitDeleted(ctx, jobID); err != nil {
+		return rd, err
+	}
 	var sent, enc float64
 	for _, ev := range prot {
 		sent += ev.Num("sent")
