@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,17 @@ type restoring struct {
 
 	decided     chan struct{} // closed by Decided; nil: nothing to wait for
 	decidedOnce sync.Once
-	waitedOnce  sync.Once // the log line of the first wait
+	waitedOnce  sync.Once    // the log line of the first wait
+	progressed  atomic.Int64 // unix nanoseconds of the last Progressing
+}
+
+// Progressing tells the store that the restore it waits for is making
+// progress (a fetch copying bytes): the mount's wait for the decision is
+// bounded by Options.DecideWait without progress, not in all, so that a
+// checkpoint that takes longer to fetch is never hidden by a mount that
+// stopped waiting for it.
+func (s *Store) Progressing() {
+	s.restore.progressed.Store(time.Now().UnixNano())
 }
 
 // Decided tells the store that the job decided which checkpoint it
@@ -31,7 +42,8 @@ func (s *Store) Decided() {
 }
 
 // AwaitDecided blocks until the job decided what it restores (Decided),
-// at most Options.DecideWait, or until ctx ends.
+// at most Options.DecideWait since the start of the wait or the last
+// Progressing, or until ctx ends.
 func (s *Store) AwaitDecided(ctx context.Context) {
 	ch := s.restore.decided
 	if ch == nil {
@@ -47,13 +59,23 @@ func (s *Store) AwaitDecided(ctx context.Context) {
 	})
 	t := time.NewTimer(s.opts.DecideWait)
 	defer t.Stop()
-	select {
-	case <-ch:
-	case <-ctx.Done():
-	case <-t.C:
-		s.log.Warn("the job has not decided which checkpoint it restores: the mount shows what this node has",
-			"waited", s.opts.DecideWait)
-		s.Decided()
+	for {
+		select {
+		case <-ch:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			last := time.Unix(0, s.restore.progressed.Load())
+			if left := s.opts.DecideWait - time.Since(last); left > 0 {
+				t.Reset(left)
+				continue
+			}
+			s.log.Warn("the job has not decided which checkpoint it restores: the mount shows what this node has",
+				"waited_without_progress", s.opts.DecideWait)
+			s.Decided()
+			return
+		}
 	}
 }
 

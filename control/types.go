@@ -47,6 +47,17 @@ type Node struct {
 	// Restored says which checkpoint the job restored at this daemon's
 	// start, and from where; absent before the restore has decided.
 	Restored *Restored `json:"restored,omitempty"`
+	// Fetching is this node's part of a fetch from the prefix while it
+	// copies (at a start, the mount's lookups wait for it).
+	Fetching *Fetching `json:"fetching,omitempty"`
+}
+
+// Fetching is a node's part of a fetch from the prefix.
+type Fetching struct {
+	Dataset        string  `json:"dataset"`
+	DoneBytes      int64   `json:"done_bytes"`
+	TotalBytes     int64   `json:"total_bytes"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
 }
 
 // Restored is the checkpoint a restart restored.

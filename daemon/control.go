@@ -220,6 +220,9 @@ func (d *Daemon) status() control.Status {
 	if r := d.node.Flusher.Restored(); r != nil {
 		st.Node.Restored = &control.Restored{Dataset: r.Dataset, From: r.From, Reason: r.Reason}
 	}
+	if p := d.node.Flusher.Fetching(); p != nil {
+		st.Node.Fetching = &control.Fetching{Dataset: p.Dataset, DoneBytes: p.Done, TotalBytes: p.Total, BytesPerSecond: p.Rate}
+	}
 	if ro, active := d.store.ReadOnly(); active {
 		st.Node.ReadOnly = &control.ReadOnly{Since: ro.Since, Reason: ro.Reason, Error: ro.Err.Error(), FailedWrites: ro.Failures}
 	}

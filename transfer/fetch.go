@@ -53,6 +53,15 @@ type fetchState struct {
 	coord    *fetchCoord           // node 0, from its restore on
 	staged   map[string]fetchStage // fetched and waiting for commit, by round
 	restored *Restored             // what this node's restore restored
+	fetching *Fetching             // this node's part of a fetch, while it copies
+}
+
+// Fetching is this node's part of a fetch from the prefix while it copies,
+// as `scrfs status` shows it.
+type Fetching struct {
+	Dataset     string
+	Done, Total int64   // bytes of this node's part
+	Rate        float64 // bytes per second over the last few seconds
 }
 
 // fetchCoord is node 0's gathering of the nodes that restore.
@@ -187,6 +196,18 @@ func (f *Flusher) Restored() *Restored {
 	}
 	r := *f.fetch.restored
 	return &r
+}
+
+// Fetching returns this node's part of the fetch running now; nil when
+// none is.
+func (f *Flusher) Fetching() *Fetching {
+	f.fetch.mu.Lock()
+	defer f.fetch.mu.Unlock()
+	if f.fetch.fetching == nil {
+		return nil
+	}
+	p := *f.fetch.fetching
+	return &p
 }
 
 // joinFetch asks node 0 what the job restores, taking part in a fetch if

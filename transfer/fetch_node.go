@@ -39,8 +39,18 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	o := f.opts
 	o.Limiter = nil // the job waits for its checkpoint: no throttle
 	o.Progress = func(done, total int64) {
-		f.met.rate.WithLabelValues("fetch").Set(meter.update(done, total))
+		rate := meter.update(done, total)
+		f.met.rate.WithLabelValues("fetch").Set(rate)
+		f.o.Store.Progressing()
+		f.fetch.mu.Lock()
+		f.fetch.fetching = &Fetching{Dataset: m.Dataset, Done: done, Total: total, Rate: rate}
+		f.fetch.mu.Unlock()
 	}
+	defer func() {
+		f.fetch.mu.Lock()
+		f.fetch.fetching = nil
+		f.fetch.mu.Unlock()
+	}()
 	// A job of another size than the one that flushed: node j takes a run
 	// of consecutive parts (assignedParts); the namespace shows every node
 	// all of them.

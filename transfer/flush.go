@@ -54,6 +54,9 @@ type Store interface {
 	// dataset from the prefix: it needs this job's record, and redundancy
 	// again.
 	Fetched(name string)
+	// Progressing reports that the fetch the mount waits for at a start
+	// is copying bytes.
+	Progressing()
 }
 
 // Options configure a Flusher.
