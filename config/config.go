@@ -197,7 +197,7 @@ func (c *Config) ReadCacheBytes(capacity int64) int64 {
 // Restart configures what happens when a job restarts.
 type Restart struct {
 	FromCache     bool     `toml:"from_cache" scr:"SCR_DISTRIBUTE" help:"restart from datasets that survive in cache"`
-	MemberTimeout Duration `toml:"member_timeout" help:"how long a rebuild waits for set members"`
+	MemberTimeout Duration `toml:"member_timeout" help:"how long a rebuild waits for set members, a read for a node that is down, and the mount at a start for the restore (without progress)"`
 }
 
 //go:embed default.toml
