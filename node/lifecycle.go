@@ -28,7 +28,9 @@ import (
 //     namespace forget it;
 //   - it is recorded or leaves the cache while the application has not
 //     changed a pointer file since the start: the pointer files shown are
-//     the newest restored checkpoint's (pointers).
+//     the newest restored checkpoint's (pointers);
+//   - the dataset fetched at the start is recorded or leaves the cache:
+//     the mount stops waiting for the restore (decideOnRecord).
 //
 // Started, Adopted, Entry and Pointer concern the mount only (package fs
 // hears them). Each protocol's part returns at once; what takes time runs in the
@@ -46,6 +48,7 @@ func (n *Node) hear(e cache.Event) {
 		n.Names.Drop(e.Info.Name)
 		n.protect(e.Info)
 		n.Pointers.Restore()
+		n.recordedOrGone(e.Info.Name)
 	case cache.EventSettled:
 		n.Flusher.Settled(e.Info.Name)
 	case cache.EventRevised:
@@ -58,6 +61,7 @@ func (n *Node) hear(e cache.Event) {
 		n.Namespace.Drop(e.Info.Name)
 		n.Names.Drop(e.Info.Name)
 		n.Pointers.Restore()
+		n.recordedOrGone(e.Info.Name)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"github.com/scrfs/scrfs/prefix"
 	"log/slog"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,6 +86,11 @@ type Node struct {
 	// behalf (Begin, Rename) when the daemon stops: see Interrupt.
 	mountCalls context.Context
 	interrupt  context.CancelFunc
+
+	// fetched is the dataset fetched at the start whose record the mount
+	// waits for (decideOnRecord); "" when none.
+	fetchedMu sync.Mutex
+	fetched   string
 }
 
 // ErrorCodes are the sentinel errors that keep their identity between

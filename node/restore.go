@@ -6,6 +6,7 @@ import (
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/record"
 	"github.com/scrfs/scrfs/schemes"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // Incomplete is why a dataset a killed daemon left being written fails.
@@ -44,7 +45,38 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 	}
 	n.Flusher.Restore(ctx)
 	n.Pointers.Restored(ctx)
+	if r := n.Flusher.Restored(); r != nil && r.From == transfer.FromPrefix {
+		n.decideOnRecord(r.Dataset)
+		return
+	}
 	s.Decided()
+}
+
+// decideOnRecord lets the mount show what it holds once dataset name,
+// fetched at the start, is recorded here: before that its view holds this
+// node's files only, and a rank reading another rank's files (a resharded
+// load) would find none. The record comes from node 0 once every node
+// adopted its share (heard in recordedOrGone); should it never come, the
+// store's own bound ends the mount's wait.
+func (n *Node) decideOnRecord(name string) {
+	n.fetchedMu.Lock()
+	defer n.fetchedMu.Unlock()
+	if ds := n.store.Get(name); ds == nil || ds.Info().Seq > 0 {
+		n.store.Decided()
+		return
+	}
+	n.fetched = name
+}
+
+// recordedOrGone ends the mount's wait for the dataset fetched at the
+// start once it is recorded here or has left the cache.
+func (n *Node) recordedOrGone(name string) {
+	n.fetchedMu.Lock()
+	defer n.fetchedMu.Unlock()
+	if n.fetched != "" && n.fetched == name {
+		n.fetched = ""
+		n.store.Decided()
+	}
 }
 
 // fromLargerJob reports whether the cache holds a dataset recorded by a
