@@ -189,6 +189,50 @@ func (s *dirStore) removeData(_ context.Context, dataset string) error {
 	return removeTreeAt(root, dataset)
 }
 
+func (s *dirStore) sweep(_ context.Context, dataset string) error {
+	root, err := s.root(false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return sweepAt(root.Fd(), dataset, root.Join(dataset))
+}
+
+// sweepAt removes the temporary files of flushes (tmpInfix) below the
+// directory name in dirfd, never following a link. A missing directory is
+// fine: nothing was flushed yet.
+func sweepAt(dirfd int, name, path string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		return nil
+	}
+	if err != nil {
+		return pathErr("open directory", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if err != nil {
+		return pathErr("read directory", path, err)
+	}
+	for _, e := range entries {
+		p := filepath.Join(path, e.Name())
+		switch {
+		case e.IsDir():
+			if err := sweepAt(fd, e.Name(), p); err != nil {
+				return err
+			}
+		case strings.Contains(e.Name(), tmpInfix):
+			if err := unix.Unlinkat(fd, e.Name(), 0); err != nil && err != unix.ENOENT {
+				return pathErr("remove", p, err)
+			}
+		}
+	}
+	return nil
+}
+
 // removeTreeAt removes name and everything below it in d, never following
 // a link, then syncs d so the removal survives a crash. A missing name is
 // fine.

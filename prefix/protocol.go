@@ -24,7 +24,8 @@ import (
 // BeginFlush records in the index that dataset e.Name (with e.ID, e.Nodes,
 // e.Kind and e.Root; other fields are ignored) is being flushed, demoting it
 // if an earlier flush had completed, and only then removes the manifests of
-// that earlier flush. Call it on the coordinating node before any node
+// that earlier flush and what unfinished ones left under temporary names.
+// Call it on the coordinating node before any node
 // starts Flush for the dataset.
 func (p *Prefix) BeginFlush(ctx context.Context, e IndexEntry, lg *slog.Logger) error {
 	e = IndexEntry{Name: e.Name, ID: e.ID, State: StateFlushing, Nodes: e.Nodes, Kind: e.Kind, Root: e.Root,
@@ -37,6 +38,9 @@ func (p *Prefix) BeginFlush(ctx context.Context, e IndexEntry, lg *slog.Logger) 
 		return fmt.Errorf("begin flush of %s: %w", e.Name, err)
 	}
 	if err := p.s.removeMeta(ctx, e.Name); err != nil {
+		return fmt.Errorf("begin flush of %s: %w", e.Name, err)
+	}
+	if err := p.s.sweep(ctx, e.Name); err != nil {
 		return fmt.Errorf("begin flush of %s: %w", e.Name, err)
 	}
 	return nil

@@ -128,3 +128,24 @@ func TestRemoveDatasetReadOnlyDirs(t *testing.T) {
 		t.Error("not removed")
 	}
 }
+
+// TestBeginFlushSweepsLeftovers: what a flush killed while it wrote left
+// under temporary names (a retry by another node index writes under other
+// ones) is gone once the next flush begins; the dataset's files stay.
+func TestBeginFlushSweepsLeftovers(t *testing.T) {
+	ctx := context.Background()
+	prefix := fastDir(t)
+	writeFile(t, filepath.Join(prefix, "ckpt.1", "d", "f.bin"), 10, 1)
+	writeFile(t, filepath.Join(prefix, "ckpt.1", "d", ".f.bin"+tmpInfix+"3"), 10, 2)
+	writeFile(t, filepath.Join(prefix, "ckpt.1", ".shared.bin"+tmpInfix+"1"), 10, 3)
+	must(t, dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.1", ID: 1, Nodes: 2}, nil))
+	for _, p := range []string{"d/.f.bin" + tmpInfix + "3", ".shared.bin" + tmpInfix + "1"} {
+		if _, err := os.Lstat(filepath.Join(prefix, "ckpt.1", p)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s left by an unfinished flush is still there after the next began: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "ckpt.1", "d", "f.bin")); err != nil {
+		t.Errorf("a flushed file went with the leftovers: %v", err)
+	}
+	must(t, dirBeginFlush(ctx, prefix, IndexEntry{Name: "ckpt.2", ID: 2, Nodes: 2}, nil)) // nothing flushed yet
+}

@@ -234,6 +234,10 @@ func (s *s3Store) put1(ctx context.Context, key string, b []byte, ifMatch, ifNon
 	return aws.ToString(out.ETag), nil
 }
 
+// sweep has nothing to do: an object exists only once its upload
+// completed, under its final key.
+func (s *s3Store) sweep(context.Context, string) error { return nil }
+
 func (s *s3Store) removeMeta(ctx context.Context, dataset string) error {
 	return s.removeAll(ctx, s.metaKey(manifestsOf(dataset))+"/")
 }

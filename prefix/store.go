@@ -50,6 +50,11 @@ type store interface {
 	removeMeta(ctx context.Context, dataset string) error
 	// removeData removes dataset's files.
 	removeData(ctx context.Context, dataset string) error
+	// sweep removes what flushes of dataset that never finished left
+	// under temporary names (a node killed while it wrote): a retry by
+	// another node, or by the same host under another index, writes under
+	// other temporary names and would not replace them.
+	sweep(ctx context.Context, dataset string) error
 	// updateIndex replaces the index with f(current) (nil when there is
 	// none yet) so that concurrent updaters, on any node, never lose each
 	// other's change: under a lock, or by a conditional write that is
