@@ -150,6 +150,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 	kept := map[string][]int{}                   // dataset → nodes holding it failed, its files kept
 	degraded := map[string]map[int]bool{}        // dataset → nodes holding it degraded
 	ids := map[int]string{}
+	recs := map[string]map[int]*record.Record{} // dataset → node → its record of it
 	for n, inv := range invs {
 		ids[n] = inv.ID
 		for _, name := range inv.Pending {
@@ -162,6 +163,10 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 			if cur, ok := newest[d.Name]; !ok || d.Record.Newer(cur.Record) {
 				newest[d.Name] = d
 			}
+			if recs[d.Name] == nil {
+				recs[d.Name] = map[int]*record.Record{}
+			}
+			recs[d.Name][n] = d.Record
 			if holders[d.Name] == nil {
 				holders[d.Name], degraded[d.Name], shares[d.Name] = map[string][]holding{}, map[int]bool{}, map[int][]string{}
 			}
@@ -261,7 +266,16 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 				acts = append(acts, a)
 			}
 		}
-		if revised != rec {
+		// A node holding a share that missed a revision (it restarted
+		// before the outcome of a rebuild reached it) would look for
+		// another share where it no longer is: it gets the newest record
+		// too. (One holding only shares of an older recording is shown
+		// the dataset instead: reviveAndView.)
+		stale := false
+		for n, r := range recs[name] {
+			stale = stale || (holds[n] && rec.Newer(r))
+		}
+		if revised != rec || stale {
 			acts = append(acts, action{Kind: actRevise, Set: -1, To: answered(invs)})
 		}
 		acts = append(acts, reviveAndView(acts, invs, d, kept[name], holds)...)

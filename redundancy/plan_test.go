@@ -192,15 +192,25 @@ func TestPlanHostedTwice(t *testing.T) {
 
 // The newest revision of a record decides: a share rebuilt onto a
 // replacement is found on the replacement, not sought from the identity
-// that was lost.
+// that was lost; and the nodes that hold an older revision (they missed
+// the rebuild's outcome) are sent the newest, or their mounts would look
+// for the share at the lost identity's old index, in a job of another
+// order another node.
 func TestPlanNewestRevisionDecides(t *testing.T) {
 	old := rec("c", 1, "xor", 0, 0)
 	moved := movedRecord(old, 0, map[int]string{2: "new2"})
 	invs := own(old, []int{2})
 	invs[0] = inv(0, "", has(moved, "id0"))
 	invs[2] = inv(2, "new2", has(moved, "id2"))
+	acts := plan(4, invs)
+	if len(acts) != 1 || acts[0].Kind != actRevise || acts[0].Dataset.Record != moved || !slices.Equal(acts[0].To, []int{0, 1, 2, 3}) {
+		t.Fatalf("plan %+v, want the newest record sent to every node", acts)
+	}
+	for n := range invs {
+		invs[n].Datasets[0].Record = moved
+	}
 	if acts := plan(4, invs); len(acts) != 0 {
-		t.Fatalf("plan %+v, want nothing", acts)
+		t.Fatalf("plan %+v once every node holds the newest record, want nothing", acts)
 	}
 }
 
