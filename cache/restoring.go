@@ -43,15 +43,17 @@ func (s *Store) Decided() {
 
 // AwaitDecided blocks until the job decided what it restores (Decided),
 // at most Options.DecideWait since the start of the wait or the last
-// Progressing, or until ctx ends.
-func (s *Store) AwaitDecided(ctx context.Context) {
+// Progressing, or until ctx ends: then it returns ctx's error, and the
+// caller must not answer as if the job had decided (an interrupted
+// listing would show an empty mount).
+func (s *Store) AwaitDecided(ctx context.Context) error {
 	ch := s.restore.decided
 	if ch == nil {
-		return
+		return nil
 	}
 	select {
 	case <-ch:
-		return
+		return nil
 	default:
 	}
 	s.restore.waitedOnce.Do(func() {
@@ -62,9 +64,9 @@ func (s *Store) AwaitDecided(ctx context.Context) {
 	for {
 		select {
 		case <-ch:
-			return
+			return nil
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-t.C:
 			last := time.Unix(0, s.restore.progressed.Load())
 			if left := s.opts.DecideWait - time.Since(last); left > 0 {
@@ -74,7 +76,7 @@ func (s *Store) AwaitDecided(ctx context.Context) {
 			s.log.Warn("the job has not decided which checkpoint it restores: the mount shows what this node has",
 				"waited_without_progress", s.opts.DecideWait)
 			s.Decided()
-			return
+			return nil
 		}
 	}
 }
@@ -110,9 +112,12 @@ func (s *Store) Restoring(r Route, wait time.Duration) (done func()) {
 
 // AwaitRestored blocks while the entry at mount path p (a child of the
 // namespace directory at dir) belongs to a dataset being restored, or until
-// ctx ends (the application's call was interrupted).
-func (s *Store) AwaitRestored(ctx context.Context, dir, p string) {
-	s.AwaitDecided(ctx)
+// ctx ends (the application's call was interrupted): then it returns ctx's
+// error, as AwaitDecided does.
+func (s *Store) AwaitRestored(ctx context.Context, dir, p string) error {
+	if err := s.AwaitDecided(ctx); err != nil {
+		return err
+	}
 	s.restore.mu.Lock()
 	var match *restoreEntry
 	for _, e := range s.restore.entries {
@@ -128,12 +133,14 @@ func (s *Store) AwaitRestored(ctx context.Context, dir, p string) {
 	}
 	s.restore.mu.Unlock()
 	if match == nil {
-		return
+		return nil
 	}
 	select {
 	case <-match.done:
 	case <-ctx.Done():
+		return ctx.Err()
 	case <-time.After(match.wait):
 		s.log.Warn("gave up waiting for a dataset being restored", "dataset", match.route.Name, "waited", match.wait)
 	}
+	return nil
 }

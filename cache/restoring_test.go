@@ -32,10 +32,19 @@ func TestAwaitDecidedWhileProgressing(t *testing.T) {
 	ts.Decided()
 	<-returned
 
-	// A store whose restore makes no progress stops waiting at the bound.
+	// A store whose restore makes no progress stops waiting at the bound;
+	// an interrupted wait says so, for the mount to answer EINTR rather
+	// than list what it holds before the job decided.
 	ts2 := newTestStore(t, Rules{}, 2, func(o *Options) { o.DecideWait = wait })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ts2.AwaitDecided(ctx); err == nil {
+		t.Fatal("an interrupted wait returned no error")
+	}
 	start := time.Now()
-	ts2.AwaitDecided(context.Background())
+	if err := ts2.AwaitDecided(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if d := time.Since(start); d < wait {
 		t.Fatalf("the wait without progress ended after %v, before its bound %v", d, wait)
 	}

@@ -25,16 +25,18 @@ import (
 func TestMountWaitsForLongFetch(t *testing.T) {
 	srv := s3test.Start(t)
 	requireFUSE(t)
-	const memberTimeout = time.Second
-	px := startThrottledProxy(t, srv.Addr, 4<<20)
+	const memberTimeout = 2 * time.Second
+	px := startThrottledProxy(t, srv.Addr, 2<<20)
 	c := s3Cluster(t, srv, 2, "slow", "AWS_ENDPOINT_URL_S3=http://"+px.addr(),
 		"SCRFS_RESTART_MEMBER_TIMEOUT="+memberTimeout.String()).Start()
 	must(t, os.Mkdir(c.Nodes[0].Path("ckpt.1"), 0o755))
-	// Files of 512 KiB, as a sharded checkpoint's: each one fetched is
-	// progress (a part of a file is reported once its range is in).
+	// Files of 64 KiB, as a sharded checkpoint's: each one fetched is
+	// progress (a part of a file is reported once its range is in), and
+	// with a node's parallel GETs sharing the slowed link one completes
+	// every few tens of milliseconds.
 	for i, n := range c.Nodes {
-		for j := range 12 {
-			writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d", i), fmt.Sprintf("shard_%d.bin", j)), 512<<10, uint64(100*i+j+1))
+		for j := range 96 {
+			writeRandom(t, n.Path("ckpt.1", fmt.Sprintf("rank_%d", i), fmt.Sprintf("shard_%d.bin", j)), 64<<10, uint64(100*i+j+1))
 		}
 	}
 	completeOn(t, c, "ckpt.1")
@@ -47,7 +49,7 @@ func TestMountWaitsForLongFetch(t *testing.T) {
 		wipe(t, n)
 	}
 
-	px.slow.Store(true) // 12 MiB at 4 MiB/s: about 3 s, thrice the bound
+	px.slow.Store(true) // 12 MiB at 2 MiB/s: about 6 s, thrice the bound
 	for _, n := range c.Nodes {
 		n.StartNoWait()
 	}

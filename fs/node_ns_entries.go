@@ -24,7 +24,9 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		return child.EmbeddedInode(), 0
 	}
 	p := n.childPath(name)
-	n.fsys.store.AwaitRestored(ctx, n.mountPath(), p)
+	if err := n.fsys.store.AwaitRestored(ctx, n.mountPath(), p); err != nil {
+		return nil, syscall.EINTR // interrupted (Go's and Python's runtimes call again): never ENOENT for a checkpoint on its way
+	}
 	if d := n.anchoredDataset(p, true); d != nil {
 		return n.datasetRootNode(ctx, d, out)
 	}
@@ -61,7 +63,9 @@ func (n *nsNode) datasetRootNode(ctx context.Context, d *cache.Dataset, out *fus
 // anchored here.
 func (n *nsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.Errno) {
 	defer n.fsys.observe(opReaddir, time.Now(), &errno)
-	n.fsys.store.AwaitDecided(ctx)
+	if err := n.fsys.store.AwaitDecided(ctx); err != nil {
+		return nil, syscall.EINTR // interrupted, as above: never an empty mount while the job decides
+	}
 	var entries []fuse.DirEntry
 	for name, ch := range n.Children() {
 		if _, ok := ch.Operations().(*nsNode); ok {

@@ -53,15 +53,21 @@ func (n *Node) Restore(ctx context.Context, fromCache bool) {
 }
 
 // decideOnRecord lets the mount show what it holds once dataset name,
-// fetched at the start, is recorded here: before that its view holds this
-// node's files only, and a rank reading another rank's files (a resharded
-// load) would find none. The record comes from node 0 once every node
-// adopted its share (heard in recordedOrGone); should it never come, the
-// store's own bound ends the mount's wait.
+// fetched at the start, is recorded here: before its record is kept beside
+// its files the view holds this node's files only, and a rank reading
+// another rank's files (a resharded load) would find none. The record
+// comes from node 0 once every node adopted its share (heard in
+// recordedOrGone); should it never come, the store's own bound ends the
+// mount's wait.
 func (n *Node) decideOnRecord(name string) {
 	n.fetchedMu.Lock()
 	defer n.fetchedMu.Unlock()
-	if ds := n.store.Get(name); ds == nil || ds.Info().Seq > 0 {
+	ds := n.store.Get(name)
+	if ds == nil {
+		n.store.Decided()
+		return
+	}
+	if _, err := record.Load(ds.Dir()); err == nil {
 		n.store.Decided()
 		return
 	}

@@ -202,10 +202,11 @@ func (s *dirStore) sweep(_ context.Context, dataset string) error {
 
 // sweepAt removes the temporary files of flushes (tmpInfix) below the
 // directory name in dirfd, never following a link. A missing directory is
-// fine: nothing was flushed yet.
+// fine (nothing was flushed yet), and so is something else in its place:
+// the flush's own walk refuses that, naming it.
 func sweepAt(dirfd int, name, path string) error {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err == unix.ENOENT {
+	if err == unix.ENOENT || err == unix.ENOTDIR || err == unix.ELOOP {
 		return nil
 	}
 	if err != nil {
