@@ -97,6 +97,9 @@ type Protector struct {
 	// rebuildRetries counts the stock-takings node 0 ran again after
 	// failed rebuilds of each dataset (see retryRebuild).
 	rebuildRetries map[string]int
+	// rebuildAttempts is the newest rebuild attempt of each dataset this
+	// node plays a rank in, while it runs (see rebuildEnded).
+	rebuildAttempts map[string]string
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -125,7 +128,8 @@ func New(o Options) (*Protector, error) {
 		protecting: map[string]*protecting{},
 		retakes:    map[string]int{},
 
-		rebuildRetries: map[string]int{},
+		rebuildRetries:  map[string]int{},
+		rebuildAttempts: map[string]string{},
 	}
 	p.metrics = newMetrics(o.Registerer, p.Rebuilding)
 	jobnet.Handle(p.net, "ready", p.handleReady)

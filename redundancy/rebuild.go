@@ -514,16 +514,27 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 	}
 	prog := p.track(route)
 	defer p.untrack(route.Name)
+	p.mu.Lock()
+	p.rebuildAttempts[route.Name] = msg.Attempt
+	p.mu.Unlock()
 	log.Info("rebuilding dataset", "restoring_here", lost)
 	links := p.links(msg.Nodes, r, "reb/"+route.Name+"/"+msg.Attempt)
 	res, err := schemes.Rebuild(ctx, params, member, msg.Lost, links,
 		p.options(schemes.WithProgress(func(done, total int64) { p.setProgress(prog, done, total) }))...)
 	links.close()
+	newest := p.rebuildEnded(route.Name, msg.Attempt)
 	if err != nil {
 		p.metrics.rebuildFailures.Inc()
 		log.Error("rebuild failed", "err", err)
 		if lost {
 			os.RemoveAll(member.Dir)
+			return err
+		}
+		if !newest {
+			// A newer attempt began here meanwhile (the job took stock
+			// again when other ranks of this one failed first): it, not
+			// this one, says where the set stands.
+			log.Info("the failed rebuild attempt was superseded; the newer one decides", "attempt", msg.Attempt)
 			return err
 		}
 		// The set is still short of the lost members, whatever the job
@@ -559,6 +570,18 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 	log.Info("dataset rebuilt", "bytes", res.DataBytes, "seconds", seconds,
 		"rate_mib_s", float64(res.DataBytes)/(1<<20)/max(seconds, 1e-9), "restored_here", lost)
 	return nil
+}
+
+// rebuildEnded notes that this node's part of rebuild attempt of dataset
+// name ended, and reports whether it was the newest attempt begun here.
+func (p *Protector) rebuildEnded(name, attempt string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rebuildAttempts[name] != attempt {
+		return false
+	}
+	delete(p.rebuildAttempts, name)
+	return true
 }
 
 // ownsAnother reports whether this node holds a member's share of rec
