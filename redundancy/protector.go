@@ -98,8 +98,14 @@ type Protector struct {
 	// failed rebuilds of each dataset (see retryRebuild).
 	rebuildRetries map[string]int
 	// rebuildAttempts is the newest rebuild attempt of each dataset this
-	// node plays a rank in, while it runs (see rebuildEnded).
-	rebuildAttempts map[string]string
+	// node plays ranks in, while they run (see rebuildEnded).
+	rebuildAttempts map[string]*attemptRun
+}
+
+// attemptRun is a rebuild attempt's ranks running on this node.
+type attemptRun struct {
+	id    string
+	ranks int
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -129,7 +135,7 @@ func New(o Options) (*Protector, error) {
 		retakes:    map[string]int{},
 
 		rebuildRetries:  map[string]int{},
-		rebuildAttempts: map[string]string{},
+		rebuildAttempts: map[string]*attemptRun{},
 	}
 	p.metrics = newMetrics(o.Registerer, p.Rebuilding)
 	jobnet.Handle(p.net, "ready", p.handleReady)

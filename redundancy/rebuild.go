@@ -514,9 +514,7 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 	}
 	prog := p.track(route)
 	defer p.untrack(route.Name)
-	p.mu.Lock()
-	p.rebuildAttempts[route.Name] = msg.Attempt
-	p.mu.Unlock()
+	p.rebuildBegan(route.Name, msg.Attempt)
 	log.Info("rebuilding dataset", "restoring_here", lost)
 	links := p.links(msg.Nodes, r, "reb/"+route.Name+"/"+msg.Attempt)
 	res, err := schemes.Rebuild(ctx, params, member, msg.Lost, links,
@@ -572,15 +570,30 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 	return nil
 }
 
-// rebuildEnded notes that this node's part of rebuild attempt of dataset
-// name ended, and reports whether it was the newest attempt begun here.
+// rebuildBegan notes that a rank of rebuild attempt of dataset name runs
+// here (a node may play several: a host of another member's share).
+func (p *Protector) rebuildBegan(name, attempt string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.rebuildAttempts[name]; a != nil && a.id == attempt {
+		a.ranks++
+		return
+	}
+	p.rebuildAttempts[name] = &attemptRun{id: attempt, ranks: 1}
+}
+
+// rebuildEnded notes that a rank of rebuild attempt of dataset name ended
+// here, and reports whether that attempt is the newest begun here.
 func (p *Protector) rebuildEnded(name, attempt string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.rebuildAttempts[name] != attempt {
+	a := p.rebuildAttempts[name]
+	if a == nil || a.id != attempt {
 		return false
 	}
-	delete(p.rebuildAttempts, name)
+	if a.ranks--; a.ranks == 0 {
+		delete(p.rebuildAttempts, name)
+	}
 	return true
 }
 
