@@ -86,26 +86,17 @@ type Protector struct {
 	g       *group.Group
 
 	mu       sync.Mutex
-	rounds   map[roundKey]*round  // coordinator: tries being gathered
-	verdicts map[string]*waiter   // member: datasets waiting for a verdict
-	running  bool                 // a stock-taking loop runs
-	next     chan struct{}        // closed when the next stock-taking has finished; nil if none asked for
-	progress map[string]*Progress // rebuilds under way here
+	rounds   map[roundKey]*round    // coordinator: tries being gathered
+	verdicts map[string]*waiter     // member: datasets waiting for a verdict
+	running  bool                   // a stock-taking loop runs
+	next     chan struct{}          // closed when the next stock-taking has finished; nil if none asked for
+	rebuilds map[string]*rebuildRun // rebuilds under way here, the newest attempt of each dataset
 	// protecting is the protect of each dataset running here (see Protect).
 	protecting map[string]*protecting
 	retakes    map[string]int // stock-takings asked for after failed protects (see retake)
 	// rebuildRetries counts the stock-takings node 0 ran again after
 	// failed rebuilds of each dataset (see retryRebuild).
 	rebuildRetries map[string]int
-	// rebuildAttempts is the newest rebuild attempt of each dataset this
-	// node plays ranks in, while they run (see rebuildEnded).
-	rebuildAttempts map[string]*attemptRun
-}
-
-// attemptRun is a rebuild attempt's ranks running on this node.
-type attemptRun struct {
-	id    string
-	ranks int
 }
 
 // New returns this node's Protector and registers its request handlers on
@@ -129,13 +120,12 @@ func New(o Options) (*Protector, error) {
 		g:        group.New(context.Background()),
 		rounds:   map[roundKey]*round{},
 		verdicts: map[string]*waiter{},
-		progress: map[string]*Progress{},
+		rebuilds: map[string]*rebuildRun{},
 
 		protecting: map[string]*protecting{},
 		retakes:    map[string]int{},
 
-		rebuildRetries:  map[string]int{},
-		rebuildAttempts: map[string]*attemptRun{},
+		rebuildRetries: map[string]int{},
 	}
 	p.metrics = newMetrics(o.Registerer, p.Rebuilding)
 	jobnet.Handle(p.net, "ready", p.handleReady)

@@ -512,15 +512,13 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 		defer ds.Pin()()
 		member.Dir = ds.ShareDir(m.ID)
 	}
-	prog := p.track(route)
-	defer p.untrack(route.Name)
-	p.rebuildBegan(route.Name, msg.Attempt)
+	run := p.track(route, msg.Attempt)
+	defer p.untrack(run)
 	log.Info("rebuilding dataset", "restoring_here", lost)
 	links := p.links(msg.Nodes, r, "reb/"+route.Name+"/"+msg.Attempt)
 	res, err := schemes.Rebuild(ctx, params, member, msg.Lost, links,
-		p.options(schemes.WithProgress(func(done, total int64) { p.setProgress(prog, done, total) }))...)
+		p.options(schemes.WithProgress(func(done, total int64) { p.setProgress(run, done, total) }))...)
 	links.close()
-	newest := p.rebuildEnded(route.Name, msg.Attempt)
 	if err != nil {
 		p.metrics.rebuildFailures.Inc()
 		log.Error("rebuild failed", "err", err)
@@ -528,7 +526,7 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 			os.RemoveAll(member.Dir)
 			return err
 		}
-		if !newest {
+		if !p.newest(run) {
 			// A newer attempt began here meanwhile (the job took stock
 			// again when other ranks of this one failed first): it, not
 			// this one, says where the set stands.
@@ -568,33 +566,6 @@ func (p *Protector) rebuildRank(ctx context.Context, msg rebuildMsg, r int) erro
 	log.Info("dataset rebuilt", "bytes", res.DataBytes, "seconds", seconds,
 		"rate_mib_s", float64(res.DataBytes)/(1<<20)/max(seconds, 1e-9), "restored_here", lost)
 	return nil
-}
-
-// rebuildBegan notes that a rank of rebuild attempt of dataset name runs
-// here (a node may play several: a host of another member's share).
-func (p *Protector) rebuildBegan(name, attempt string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if a := p.rebuildAttempts[name]; a != nil && a.id == attempt {
-		a.ranks++
-		return
-	}
-	p.rebuildAttempts[name] = &attemptRun{id: attempt, ranks: 1}
-}
-
-// rebuildEnded notes that a rank of rebuild attempt of dataset name ended
-// here, and reports whether that attempt is the newest begun here.
-func (p *Protector) rebuildEnded(name, attempt string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	a := p.rebuildAttempts[name]
-	if a == nil || a.id != attempt {
-		return false
-	}
-	if a.ranks--; a.ranks == 0 {
-		delete(p.rebuildAttempts, name)
-	}
-	return true
 }
 
 // ownsAnother reports whether this node holds a member's share of rec
@@ -650,23 +621,54 @@ func resetDir(dir string) error {
 	return os.MkdirAll(dir, 0o700)
 }
 
-func (p *Protector) track(route cache.Route) *Progress {
-	pr := &Progress{Route: route, Started: time.Now()}
-	p.mu.Lock()
-	p.progress[route.Name] = pr
-	p.mu.Unlock()
-	return pr
+// rebuildRun is the ranks of one rebuild attempt of a dataset that run on
+// this node (a host of another member's share plays two), and how far
+// they are.
+type rebuildRun struct {
+	Progress
+	attempt string
+	ranks   int
 }
 
-func (p *Protector) untrack(name string) {
+// track notes that a rank of rebuild attempt of route runs here. A newer
+// attempt takes the place of an older one still ending here.
+func (p *Protector) track(route cache.Route, attempt string) *rebuildRun {
 	p.mu.Lock()
-	delete(p.progress, name)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if r := p.rebuilds[route.Name]; r != nil && r.attempt == attempt {
+		r.ranks++
+		return r
+	}
+	r := &rebuildRun{Progress: Progress{Route: route, Started: time.Now()}, attempt: attempt, ranks: 1}
+	p.rebuilds[route.Name] = r
+	return r
 }
 
-func (p *Protector) setProgress(pr *Progress, done, total int64) {
+// untrack notes that a rank of r ended; the last one ends r, unless a
+// newer attempt took its place (whose entry stays).
+func (p *Protector) untrack(r *rebuildRun) {
 	p.mu.Lock()
-	pr.Done, pr.Total = done, total
+	defer p.mu.Unlock()
+	if p.rebuilds[r.Route.Name] != r {
+		return
+	}
+	if r.ranks--; r.ranks == 0 {
+		delete(p.rebuilds, r.Route.Name)
+	}
+}
+
+// newest reports whether r is still the newest rebuild attempt of its
+// dataset here: the failure of a superseded one no longer says where the
+// set stands.
+func (p *Protector) newest(r *rebuildRun) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rebuilds[r.Route.Name] == r
+}
+
+func (p *Protector) setProgress(r *rebuildRun, done, total int64) {
+	p.mu.Lock()
+	r.Done, r.Total = done, total
 	p.mu.Unlock()
 }
 
@@ -674,9 +676,9 @@ func (p *Protector) setProgress(pr *Progress, done, total int64) {
 func (p *Protector) Rebuilding() []Progress {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]Progress, 0, len(p.progress))
-	for _, pr := range p.progress {
-		out = append(out, *pr)
+	out := make([]Progress, 0, len(p.rebuilds))
+	for _, r := range p.rebuilds {
+		out = append(out, r.Progress)
 	}
 	return out
 }
