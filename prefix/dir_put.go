@@ -15,10 +15,10 @@ import (
 )
 
 // tmpInfix marks a data file Flush is still writing:
-// "<dir>/.<name>.scrfs-tmp.<node>". The name is fixed per file and node, so
-// a retried flush replaces what a crashed one left, and an operator can
-// find leftovers with `find -name '.*.scrfs-tmp.*'`. (Names too long for
-// that get ".scrfs-tmp.<node>.<hash>", which matches too.)
+// "<dir>/.<name>.scrfs-tmp.<node>". What a crashed flush left under such
+// names the next flush of the dataset removes when it begins (sweep), and
+// an operator can find them with `find -name '.*.scrfs-tmp.*'`. (Names too
+// long for that get ".scrfs-tmp.<node>.<hash>", which matches too.)
 const tmpInfix = ".scrfs-tmp."
 
 // tmpName returns the temporary name, in the same directory, under which
@@ -44,7 +44,7 @@ type staged struct {
 // into place and fsyncs the directories. So on any error — ctx ending
 // included — no file or link of this flush is left under its final name,
 // and the temporary files are removed (a crash may leave some; the next
-// flush of the same node replaces them, RemoveDataset removes them).
+// flush's BeginFlush and RemoveDataset remove them).
 // Directories are made (several nodes may share them) as dirMode says;
 // links are recreated, not followed; owners are copied when permitted,
 // modes and mtimes always, all on the descriptors of files this flush

@@ -81,12 +81,19 @@ func (s *dirStore) close() error {
 	return err
 }
 
-func (s *dirStore) check(context.Context) error {
+// existingRoot returns the prefix directory, or nil (and no error) when
+// there is none yet: the first flush makes it.
+func (s *dirStore) existingRoot() (*jobdir.Dir, error) {
 	root, err := s.root(false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil // made by the first flush
+		return nil, nil
 	}
-	if err != nil {
+	return root, err
+}
+
+func (s *dirStore) check(context.Context) error {
+	root, err := s.existingRoot()
+	if root == nil {
 		return err
 	}
 	meta, err := root.Sub(layout.MetaDir, false)
@@ -179,22 +186,16 @@ func (s *dirStore) removeMeta(_ context.Context, dataset string) error {
 }
 
 func (s *dirStore) removeData(_ context.Context, dataset string) error {
-	root, err := s.root(false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	root, err := s.existingRoot()
+	if root == nil {
 		return err
 	}
 	return removeTreeAt(root, dataset)
 }
 
 func (s *dirStore) sweep(_ context.Context, dataset string) error {
-	root, err := s.root(false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	root, err := s.existingRoot()
+	if root == nil {
 		return err
 	}
 	return sweepAt(root.Fd(), dataset, root.Join(dataset))
