@@ -2,11 +2,12 @@ package transfer_test
 
 import (
 	"context"
-	"fmt"
+
 	"testing"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/node"
 	"github.com/scrfs/scrfs/prefix"
@@ -161,8 +162,10 @@ func TestDatasetProgress(t *testing.T) {
 	for i := range f.Nodes {
 		all += int64(512<<10 + i) // f.write's sizes
 	}
+	// Bytes copied are no store change (f.Wait would look only when a
+	// state moves): poll.
 	var seen transfer.Progress
-	f.Wait(wait, "node 1 reporting the whole dataset's flush under way", func() string { return fmt.Sprintf("%+v", seen) }, func() bool {
+	underWay := testutil.Poll(wait, func() bool {
 		p, err := f.fl(1).DatasetProgress(context.Background(), "ckpt.1", rep.Round)
 		if err != nil {
 			t.Fatal(err)
@@ -170,6 +173,9 @@ func TestDatasetProgress(t *testing.T) {
 		seen = p
 		return p.State == cache.FlushRunning && p.Total == all && p.Done > 0 && p.Done < p.Total
 	})
+	if !underWay {
+		t.Fatalf("node 1 never reported the whole dataset's flush under way; last: %+v", seen)
+	}
 	if own, _ := f.fl(1).Progress("ckpt.1", rep.Round); own.Total >= seen.Total {
 		t.Errorf("node 1's own share %d bytes, the dataset's %d", own.Total, seen.Total)
 	}
