@@ -48,7 +48,7 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 			if err := context.Cause(c.ctx); err != nil {
 				return 0, err
 			}
-			k := min(int64(len(buf)), dataEnd-pos)
+			k := min(int64(c.o.Limiter.Step(len(buf))), dataEnd-pos)
 			waited, err := c.o.Limiter.Wait(c.ctx, int(k))
 			c.o.Metrics.throttled(waited)
 			if err != nil {

@@ -30,6 +30,21 @@ type Limiter struct {
 // MB/s does not wait on every call.
 const limiterBurst = 100 * time.Millisecond
 
+// minLimiterStep is the least a throttled stream moves per wait: below
+// it, the calls would cost more than the bytes.
+const minLimiterStep = 16 << 10
+
+// Step returns how many of n bytes a stream moves per wait: all of them
+// when unlimited, else at most one burst's worth, so that a slow budget
+// copies (and its progress shows) as it goes instead of sleeping a whole
+// buffer's time before the buffer's first byte moves.
+func (l *Limiter) Step(n int) int {
+	if l == nil || l.rate == 0 {
+		return n
+	}
+	return min(n, max(int(l.burst), minLimiterStep))
+}
+
 // NewLimiter returns a limiter of bytesPerSec for all streams together;
 // bytesPerSec <= 0 means unlimited.
 func NewLimiter(bytesPerSec int64) *Limiter {

@@ -112,3 +112,26 @@ func TestLimiterUnlimited(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiterStep: an unlimited stream moves its whole buffer per call; a
+// throttled one a burst's worth (never less than minLimiterStep), so its
+// progress moves while it copies.
+func TestLimiterStep(t *testing.T) {
+	var none *Limiter
+	for _, c := range []struct {
+		l    *Limiter
+		n    int
+		want int
+	}{
+		{none, 4 << 20, 4 << 20},
+		{NewLimiter(0), 4 << 20, 4 << 20},
+		{NewLimiter(100 << 20), 4 << 20, 4 << 20}, // a burst is 10 MiB
+		{NewLimiter(10 << 20), 4 << 20, 1 << 20},
+		{NewLimiter(64 << 10), 4 << 20, minLimiterStep},
+		{NewLimiter(64 << 10), 4 << 10, 4 << 10},
+	} {
+		if got := c.l.Step(c.n); got != c.want {
+			t.Errorf("Step(%d) of a limiter of rate %v = %d, want %d", c.n, c.l, got, c.want)
+		}
+	}
+}

@@ -249,12 +249,12 @@ func (s *s3Store) openUpload(ctx context.Context, f *s3File) error {
 	return nil
 }
 
-// readPart fills b from in at off in pieces of at most a copy buffer,
-// each paced by the limiter and added to the CRC32C as it arrives.
+// readPart fills b from in at off in pieces of at most a copy buffer
+// (Limiter.Step), each paced by the limiter and added to the CRC32C as it arrives.
 func readPart(ctx context.Context, in *os.File, off int64, b []byte, o Options, name string) (uint32, error) {
 	var crc uint32
 	for done := 0; done < len(b); {
-		k := min(len(b)-done, DefaultBufferSize)
+		k := min(len(b)-done, o.Limiter.Step(DefaultBufferSize))
 		waited, err := o.Limiter.Wait(ctx, k)
 		o.Metrics.throttled(waited)
 		if err != nil {

@@ -152,9 +152,9 @@ func TestFlushNewestWaitsForCompletion(t *testing.T) {
 // every node's part together.
 func TestDatasetProgress(t *testing.T) {
 	f := newFixture(t, 3, memnet.Faults{})
-	// 8 s of copying per node: a busy machine's polls (each asks every
+	// 4 s of copying per node: a busy machine's polls (each asks every
 	// node, within a second) still see the round under way.
-	f.Cfg.PerNode = func(i int, o *node.Options) { o.Async, o.Bandwidth = true, 64<<10 }
+	f.Cfg.PerNode = func(i int, o *node.Options) { o.Async, o.Bandwidth = true, 128<<10 }
 	f.startAll()
 	f.write("ckpt.1", 512<<10)
 	rep := f.flush(1, "ckpt.1")
