@@ -221,7 +221,7 @@ func (s *Store) evictLocked() []Info {
 			unrecorded = append(unrecorded, d)
 		}
 	}
-	slices.SortStableFunc(recorded, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
+	slices.SortStableFunc(recorded, cmpAge)
 	// The newest CacheSize of each standing always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
 	now := time.Now()
@@ -363,21 +363,4 @@ func (d *Dataset) isRecorded() bool {
 	return d.seq > 0
 }
 
-// ageKey orders completed datasets for eviction: recorded ones by their
-// job-wide sequence, unrecorded ones after them (newest), then by local id.
-func (d *Dataset) ageKey() [2]uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	seq := d.seq
-	if seq == 0 {
-		seq = ^uint64(0)
-	}
-	return [2]uint64{seq, d.id}
-}
-
-func cmpAge(a, b [2]uint64) int {
-	if c := cmpID(a[0], b[0]); c != 0 {
-		return c
-	}
-	return cmpID(a[1], b[1])
-}
+func cmpAge(a, b *Dataset) int { return CompareCompletion(a.Info(), b.Info()) }

@@ -75,7 +75,7 @@ func (s *Store) keptLocked() []*Dataset {
 	for _, d := range s.kept {
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
+	slices.SortFunc(out, cmpAge)
 	return out
 }
 

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,7 +196,7 @@ func (s *Store) PointerChanged(name string) {
 }
 
 // ServedDatasets returns the recorded datasets here that did not fail,
-// newest first (by their job-wide sequence): the checkpoints the job
+// newest first (by Age): the checkpoints the job
 // serves, whose pointer files a restart shows.
 func (s *Store) ServedDatasets() []string {
 	s.mu.Lock()
@@ -208,7 +207,7 @@ func (s *Store) ServedDatasets() []string {
 		}
 	}
 	s.mu.Unlock()
-	slices.SortFunc(served, func(a, b Info) int { return cmp.Compare(b.Seq, a.Seq) })
+	slices.SortFunc(served, func(a, b Info) int { return CompareAge(b.Age(), a.Age()) })
 	names := make([]string, len(served))
 	for i, info := range served {
 		names[i] = info.Name

@@ -235,7 +235,7 @@ func (s *Store) sortedLocked() []*Dataset {
 	for _, d := range s.datasets {
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b *Dataset) int { return cmpAge(a.ageKey(), b.ageKey()) })
+	slices.SortFunc(out, cmpAge)
 	return out
 }
 

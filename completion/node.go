@@ -158,6 +158,11 @@ func (c *Completer) Join(ctx context.Context) error {
 // joining is what this node tells node 0 when it joins.
 func (c *Completer) joining() joinMsg {
 	m := joinMsg{ID: c.o.Store.NodeID(), Run: c.o.Incarnation}
+	// A failed dataset holds its number too: a node 0 that lost its
+	// ledger must not hand it out again.
+	for _, info := range c.o.Store.Failures() {
+		m.MaxSeq = max(m.MaxSeq, info.Seq)
+	}
 	for _, ds := range c.o.Store.Datasets() {
 		info := ds.Info()
 		m.MaxSeq = max(m.MaxSeq, info.Seq)

@@ -54,6 +54,11 @@ func (i invDataset) check() error {
 
 func (i invDataset) route() cache.Route { return cache.Route{Name: i.Name, Kind: i.Kind, Root: i.Root} }
 
+// age places the dataset among the others as every node's cache does.
+func (i invDataset) age() cache.Age {
+	return cache.Age{Seq: i.Record.Seq, Completed: i.Record.Completed, Name: i.Name}
+}
+
 // inventoryMsg is a node's answer to the stock-taking coordinator.
 type inventoryMsg struct {
 	Node     int          `json:"node"`
@@ -80,7 +85,7 @@ func (m *inventoryMsg) evicted(d invDataset) bool {
 		if o.Name == d.Name {
 			return false
 		}
-		if o.Record.Seq > d.Record.Seq && o.State != cache.Failed {
+		if cache.CompareAge(o.age(), d.age()) > 0 && o.State != cache.Failed {
 			newer++
 		}
 	}
@@ -287,7 +292,7 @@ func plan(nodes int, invs map[int]*inventoryMsg) []action {
 		out = append(out, acts...)
 	}
 	slices.SortFunc(out, func(a, b action) int {
-		return cmp.Or(cmp.Compare(b.Dataset.Record.Seq, a.Dataset.Record.Seq), cmp.Compare(a.Set, b.Set))
+		return cmp.Or(cache.CompareAge(b.Dataset.age(), a.Dataset.age()), cmp.Compare(a.Set, b.Set))
 	})
 	return out
 }

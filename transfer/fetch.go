@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
@@ -235,14 +236,13 @@ func (f *Flusher) cachedOutcome(reason string) fetchOutcome {
 // newestCached returns the newest recorded dataset in this node's cache
 // and its sequence number, or "".
 func (f *Flusher) newestCached() (string, uint64) {
-	var name string
-	var seq uint64
+	var newest cache.Info
 	for _, ds := range f.o.Store.Datasets() {
-		if info := ds.Info(); info.State.Completed() && info.Seq > seq {
-			name, seq = info.Name, info.Seq
+		if info := ds.Info(); info.State.Completed() && info.Seq > 0 && (newest.Seq == 0 || cache.CompareAge(info.Age(), newest.Age()) > 0) {
+			newest = info
 		}
 	}
-	return name, seq
+	return newest.Name, newest.Seq
 }
 
 // handleJoin runs on node 0: a node that restores waits for the job's

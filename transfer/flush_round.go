@@ -143,27 +143,17 @@ func (f *Flusher) newestToFlush(ctx context.Context) string {
 // and waits only for files still open for writing ("" if none): an
 // application that renames its marker into place and exits may still have
 // the last release of a file on its way. Newest is by the job's order
-// (the record's sequence; one complete here and not recorded yet is newer
-// than every recorded one): this node's own order of creation differs
+// (cache.CompareCompletion): this node's own order of creation differs
 // once it rebuilt or fetched datasets in another order.
 func (f *Flusher) newestCompleted() (name, pending string) {
 	dss := f.o.Store.Datasets()
 	var newest *cache.Info
-	newer := func(a, b *cache.Info) bool {
-		switch {
-		case (a.Seq == 0) != (b.Seq == 0):
-			return a.Seq == 0
-		case a.Seq != b.Seq:
-			return a.Seq > b.Seq
-		}
-		return a.ID > b.ID
-	}
 	var pendingInfo *cache.Info
 	for _, ds := range dss {
 		info := ds.Info()
 		switch {
 		case info.State.Completed():
-			if newest == nil || newer(&info, newest) {
+			if newest == nil || cache.CompareCompletion(info, *newest) > 0 {
 				newest = &info
 			}
 		case info.State == cache.Writing && info.Completing != "":

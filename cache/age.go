@@ -1,0 +1,40 @@
+package cache
+
+import (
+	"cmp"
+	"time"
+)
+
+// Age places a recorded dataset among the job's others: every choice of
+// "the newer" (what the cache size evicts, what a restart restores, what
+// the stock-taking judges evicted) compares Ages, so that every node
+// orders any two datasets alike.
+type Age struct {
+	Seq       uint64    // the job's completion count
+	Completed time.Time // when node 0 recorded it
+	Name      string
+}
+
+// Age returns where the dataset stands among the recorded ones.
+func (i Info) Age() Age { return Age{Seq: i.Seq, Completed: i.Completed, Name: i.Name} }
+
+// CompareAge orders a before b when b completed later: by sequence, and,
+// as a node 0 that lost its ledger while the nodes holding the newest
+// sequence were away can hand a number out twice, then by the time node
+// 0 recorded it and by name.
+func CompareAge(a, b Age) int {
+	return cmp.Or(cmp.Compare(a.Seq, b.Seq), a.Completed.Compare(b.Completed), cmp.Compare(a.Name, b.Name))
+}
+
+// CompareCompletion orders completed datasets oldest first: recorded ones
+// by Age, and those complete here but not recorded yet after them (they
+// are newer than every recorded one) by this node's order of creation.
+func CompareCompletion(a, b Info) int {
+	switch {
+	case a.Seq == 0 && b.Seq == 0:
+		return cmp.Compare(a.ID, b.ID)
+	case a.Seq == 0 || b.Seq == 0:
+		return cmp.Compare(b.Seq, a.Seq)
+	}
+	return CompareAge(a.Age(), b.Age())
+}
