@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/record"
@@ -264,6 +265,32 @@ func TestPlanEvictedIsNotLost(t *testing.T) {
 	acts := plan(4, invs)
 	if len(acts) != 1 || acts[0].Dataset.Name != "c1" || acts[0].Kind != actFail || !strings.Contains(acts[0].Reason, "nodes 0, 1") {
 		t.Fatalf("plan %+v, want c1 failed with nodes 0 and 1 lost: within a cache of 3 they should hold it", acts)
+	}
+}
+
+// TestPlanEvictedOnASharedSequence: a node 0 that lost its ledger while
+// the nodes holding the newest sequence were away hands that number out
+// again, so two datasets share it. The stores evict the one node 0
+// recorded earlier, and the plan, ordering by the same rule, judges it
+// evicted too rather than lost.
+func TestPlanEvictedOnASharedSequence(t *testing.T) {
+	old, twin, newer := rec("c1", 5, "xor", 0, 0), rec("c2", 5, "xor", 0, 0), rec("c3", 6, "xor", 0, 0)
+	twin.Completed = old.Completed.Add(time.Second)
+	if cache.CompareAge(invDataset{Name: "c1", Record: old}.age(), invDataset{Name: "c2", Record: twin}.age()) >= 0 {
+		t.Fatalf("c1 (recorded at %v) is not older than c2 (at %v)", old.Completed, twin.Completed)
+	}
+	invs := map[int]*inventoryMsg{}
+	for n := range 4 {
+		id := fmt.Sprintf("id%d", n)
+		if n < 2 {
+			invs[n] = inv(n, "", has(twin, id), has(newer, id))
+		} else {
+			invs[n] = inv(n, "", has(old, id), has(twin, id), has(newer, id))
+		}
+		invs[n].CacheSize = 2
+	}
+	if acts := plan(4, invs); len(acts) != 0 {
+		t.Fatalf("plan %+v, want nothing: c1 is past the cache size", acts)
 	}
 }
 
