@@ -244,6 +244,30 @@ func TestEvictionWaitsForTheRecord(t *testing.T) {
 	}
 }
 
+// TestEvictionOrdersByAge: two datasets on one sequence (a node 0 that
+// lost its ledger handed it out twice) are ordered by when node 0
+// recorded them, whatever order this node created them in: every node
+// evicts the same one, and the stock-taking orders them alike.
+func TestEvictionOrdersByAge(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	at := time.Now().UTC()
+	for _, c := range []struct {
+		name      string
+		seq       uint64
+		completed time.Time
+	}{{"late", 5, at.Add(time.Second)}, {"early", 5, at}, {"newest", 6, at.Add(2 * time.Second)}} {
+		ts.write(t, c.name, "f", 10)
+		must(t, ts.RequestComplete(c.name, "test"))
+		ts.awaitComplete(t, c.name)
+		must(t, ts.SetRecord(c.name, c.seq, c.completed))
+		ts.Settled(c.name)
+	}
+	if ts.Get("early") != nil || ts.Get("late") == nil || ts.Get("newest") == nil {
+		t.Fatalf("early %v, late %v, newest %v; want only early (recorded first on sequence 5) gone",
+			ts.Get("early") != nil, ts.Get("late") != nil, ts.Get("newest") != nil)
+	}
+}
+
 // TestEvictionCutOffByACrash: a daemon killed between an eviction's state
 // write and the move of the files to the trash leaves the directory of a
 // recorded dataset the state no longer lists; the restart finishes the
