@@ -584,8 +584,9 @@ func (c *Completer) recordLocked(m completeMsg, shares []share) *record.Record {
 		Seq: c.ledger.NextSeq, Completed: time.Now().UTC(), Scheme: c.o.Scheme,
 	}
 	if m.fetched && m.seq > 0 {
-		// The same checkpoint as flushed, in this job's layout: a revision.
-		rec.Seq, rec.Completed, rec.Rev = m.seq, m.completed, 1
+		// The same checkpoint as flushed, in this job's layout: a revision,
+		// and a new encoding (Record.Fetched).
+		rec.Seq, rec.Completed, rec.Rev, rec.Fetched = m.seq, m.completed, 1, time.Now().UTC()
 		c.ledger.NextSeq = max(c.ledger.NextSeq, m.seq+1)
 	} else {
 		c.ledger.NextSeq++

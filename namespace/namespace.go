@@ -114,7 +114,7 @@ func (n *Namespace) View(name string) *record.View {
 	}
 	v = record.NewView(rec, n.o.Store.NodeID())
 	n.mu.Lock()
-	if old := n.views[name]; old == nil || rec.Newer(&record.Record{Seq: old.Seq, Rev: old.Rev}) {
+	if old := n.views[name]; old == nil || rec.Newer(old.Record) {
 		n.views[name] = v
 	}
 	n.mu.Unlock()

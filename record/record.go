@@ -52,8 +52,14 @@ type Record struct {
 	Completed time.Time `json:"completed"`
 	// Rev counts changes after completion (a share rebuilt onto another
 	// node); the highest revision wins.
-	Rev    int    `json:"rev"`
-	Scheme Scheme `json:"scheme"`
+	Rev int `json:"rev"`
+	// Fetched is when a job last fetched the dataset from the prefix and
+	// protected it anew (zero if never). Its shares are then other files
+	// than those of any earlier encoding, whose holders may return with a
+	// higher Rev (rebuilds made while the fetching job ran without them):
+	// the later fetch wins whatever the Rev.
+	Fetched time.Time `json:"fetched,omitzero"`
+	Scheme  Scheme    `json:"scheme"`
 	// Members are the nodes of the job when the dataset completed, by
 	// node index then.
 	Members []Member `json:"members"`
@@ -142,11 +148,14 @@ func (r *Record) Held(id string) []*Member {
 	return out
 }
 
-// Newer reports whether r supersedes o: a later completion, or the same
-// one revised.
+// Newer reports whether r supersedes o: a later completion, the same one
+// fetched and protected anew later, or the same encoding revised.
 func (r *Record) Newer(o *Record) bool {
 	if r.Seq != o.Seq {
 		return r.Seq > o.Seq
+	}
+	if c := r.Fetched.Compare(o.Fetched); c != 0 {
+		return c > 0
 	}
 	return r.Rev > o.Rev
 }

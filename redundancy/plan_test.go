@@ -215,6 +215,36 @@ func TestPlanNewestRevisionDecides(t *testing.T) {
 	}
 }
 
+// TestPlanLaterFetchDecides: a job without node 3 fetched the dataset
+// from the prefix onto wiped caches (new identities f0…f2) and protected
+// it anew; node 3 returns holding the first encoding, whose record
+// rebuilds had taken to revision 3. The fetched copy is the dataset now:
+// nothing is lost, node 3 is shown it.
+func TestPlanLaterFetchDecides(t *testing.T) {
+	first := rec("c", 1, "rs", 2, 0)
+	first.Rev = 3
+	fetched := rec("c", 1, "rs", 2, 0)
+	fetched.Members = fetched.Members[:3]
+	for n := range fetched.Members {
+		fetched.Members[n].ID = fmt.Sprintf("f%d", n)
+	}
+	fetched.Rev, fetched.Fetched = 1, first.Completed.Add(time.Minute)
+	invs := map[int]*inventoryMsg{3: inv(3, "", has(first, "id3"))}
+	for n := range 3 {
+		id := fmt.Sprintf("f%d", n)
+		invs[n] = inv(n, id, has(fetched, id))
+	}
+	acts := plan(4, invs)
+	for _, a := range acts {
+		if a.Kind != actView || a.Dataset.Record != fetched || !slices.Equal(a.To, []int{3}) {
+			t.Fatalf("plan %+v, want only node 3 shown the fetched copy", acts)
+		}
+	}
+	if len(acts) != 1 {
+		t.Fatalf("plan %+v, want node 3 shown the fetched copy", acts)
+	}
+}
+
 func TestPlanNewestFirst(t *testing.T) {
 	older, newer := rec("old", 1, "xor", 0, 0), rec("new", 2, "xor", 0, 0)
 	invs := map[int]*inventoryMsg{}
