@@ -26,6 +26,8 @@ type fetchResult struct {
 	cps      []time.Duration // cp -r of the dataset's prefix directory into -dir
 	cpu      []time.Duration // the daemons' CPU time from their start to the latest "dataset protected"
 	cpCPU    []time.Duration // the baseline's CPU time
+	reads    []readTimes     // every rank's own file read through its mount, from the daemons' start (slowest rank)
+	cpReads  []time.Duration // cp -r, then the same files read from the copy
 	dropped  bool            // the page cache could be dropped before each
 	err      error
 }
@@ -57,7 +59,11 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 			}
 		}
 		fr.dropped = dropCaches() && fr.dropped
+		rctx, stopReads := context.WithTimeout(ctx, timeout)
+		reads := b.readThrough(rctx, c, ds, time.Now())
 		if err := c.Start(ctx); err != nil {
+			stopReads()
+			reads()
 			fr.err = err
 			return fr
 		}
@@ -76,9 +82,19 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 		}
 		cancel()
 		if err != nil {
+			stopReads()
+		}
+		rt, rerr := reads()
+		stopReads()
+		if err != nil {
 			fr.err = fmt.Errorf("fetch of %s: %w", ds, err)
 			return fr
 		}
+		if rerr != nil {
+			fr.err = fmt.Errorf("read %s through the mounts after the restart: %w", ds, rerr)
+			return fr
+		}
+		fr.reads = append(fr.reads, rt)
 		fr.spans = append(fr.spans, latest(prot).Sub(began.Time))
 		fr.fetches = append(fr.fetches, latest(fetched).Sub(began.Time))
 		fr.fetchCPU = append(fr.fetchCPU, atFetched.CPU)
@@ -106,13 +122,18 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 		if st := cmd.ProcessState; st != nil {
 			fr.cpCPU = append(fr.cpCPU, st.UserTime()+st.SystemTime())
 		}
+		if err == nil {
+			err = b.readCopies(dst)
+			fr.cpReads = append(fr.cpReads, time.Since(t0))
+		}
 		os.RemoveAll(dst)
 		if err != nil {
 			fr.err = fmt.Errorf("%s: %w\n%s", cmd.Args[0], err, out)
 			return fr
 		}
-		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s (fetched after %s); cp -r %s", "fetch", job.FormatBytes(size), r+1,
-			fmtDur(fr.spans[r]), fmtDur(fr.fetches[r]), fmtDur(fr.cps[r]))
+		b.progress("%-13s B=%-8s round %d  cold fetch + protect %s (fetched after %s; every rank's first byte %s, file read %s); cp -r %s (+ read %s)",
+			"fetch", job.FormatBytes(size), r+1, fmtDur(fr.spans[r]), fmtDur(fr.fetches[r]), fmtDur(rt.first), fmtDur(rt.all),
+			fmtDur(fr.cps[r]), fmtDur(fr.cpReads[r]))
 	}
 	return fr
 }
