@@ -186,10 +186,13 @@ func (p *Protector) reconcile(ctx context.Context) {
 			// it says so, rather than protected, and the job takes stock
 			// again (a member that restarted meanwhile asked for that
 			// already; a passing fault did not).
+			next := "it is tried again"
+			if !p.retryRebuild(a.Dataset.Name) {
+				next = fmt.Sprintf("it failed %d times: the job tries again when a node (re)starts", maxRetakes+1)
+			}
 			p.tellWait(ctx, "outcome", outcomeMsg{Dataset: a.Dataset, Kind: actDegrade,
-				Reason: fmt.Sprintf("the rebuild of the shares of %s failed (%v); it is tried again", names.list(a.Dataset.Record.Set(a.Set), a.Lost), why)}, a.To)
-			degraded[name] = "a rebuild of it failed; it is tried again"
-			p.retryRebuild(a.Dataset.Name)
+				Reason: fmt.Sprintf("the rebuild of the shares of %s failed (%v); %s", names.list(a.Dataset.Record.Set(a.Set), a.Lost), why, next)}, a.To)
+			degraded[name] = "a rebuild of it failed; " + next
 			continue
 		}
 		latest[name] = a.Dataset.Record
@@ -207,8 +210,8 @@ func (p *Protector) reconcile(ctx context.Context) {
 }
 
 // retryRebuild has the job take stock again after a failed rebuild of
-// dataset name, a few times per dataset.
-func (p *Protector) retryRebuild(name string) {
+// dataset name, a few times per dataset, and reports whether it will.
+func (p *Protector) retryRebuild(name string) bool {
 	p.mu.Lock()
 	p.rebuildRetries[name]++
 	again := p.rebuildRetries[name] <= maxRetakes
@@ -216,6 +219,7 @@ func (p *Protector) retryRebuild(name string) {
 	if again {
 		p.round()
 	}
+	return again
 }
 
 // tellWait sends msg as kind to nodes and logs the ones it could not reach.
