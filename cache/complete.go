@@ -146,6 +146,7 @@ func (s *Store) Fail(name, reason string) error {
 	info := s.dropLocked(d, Failed, reason)
 	s.persistLocked()
 	s.mu.Unlock()
+	s.arrived(name)
 	s.log.Warn("dataset failed", "dataset", name, "reason", reason)
 	s.removed([]Info{info})
 	return nil

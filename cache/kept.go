@@ -55,6 +55,7 @@ func (s *Store) Keep(name, reason string) error {
 	d.mu.Unlock()
 	info, evicted := s.setKeptLocked(d, true, Failed, reason)
 	s.mu.Unlock()
+	s.arrived(name)
 	s.log.Warn("dataset failed; what this node holds of it is kept, not served, until its members return or the space is needed",
 		"dataset", name, "reason", reason, "files", info.Files, "bytes", info.Bytes)
 	s.metrics.removed(info)

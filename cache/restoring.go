@@ -15,8 +15,9 @@ import (
 // that, at a start, every lookup and listing waits until the job decided
 // what it restores (Options.DecideWait).
 type restoring struct {
-	mu      sync.Mutex
-	entries map[string]*restoreEntry // by dataset name
+	mu       sync.Mutex
+	entries  map[string]*restoreEntry // by dataset name
+	arriving map[string]*struct{}     // datasets node 0's restore fetches (Arriving), by name
 
 	decided     chan struct{} // closed by Decided; nil: nothing to wait for
 	decidedOnce sync.Once
@@ -143,4 +144,43 @@ func (s *Store) AwaitRestored(ctx context.Context, dir, p string) error {
 		s.log.Warn("gave up waiting for a dataset being restored", "dataset", match.route.Name, "waited", match.wait)
 	}
 	return nil
+}
+
+// Arriving marks dataset name as arriving from the prefix: node 0's
+// restore fetches it, and what the caches hold of it gives way to the
+// fetched copy. Until the dataset settles here (Settled), fails, or done
+// is called (the fetch did not commit), IsArriving reports it: the
+// stock-taking passes it by, as a verdict on the copies being replaced,
+// taken while the fetched one is recorded, would fail the checkpoint the
+// job is restoring.
+func (s *Store) Arriving(name string) (done func()) {
+	mark := &struct{}{}
+	s.restore.mu.Lock()
+	if s.restore.arriving == nil {
+		s.restore.arriving = map[string]*struct{}{}
+	}
+	s.restore.arriving[name] = mark
+	s.restore.mu.Unlock()
+	return func() {
+		s.restore.mu.Lock()
+		if s.restore.arriving[name] == mark {
+			delete(s.restore.arriving, name)
+		}
+		s.restore.mu.Unlock()
+	}
+}
+
+// IsArriving reports whether dataset name is arriving from the prefix
+// (Arriving).
+func (s *Store) IsArriving(name string) bool {
+	s.restore.mu.Lock()
+	defer s.restore.mu.Unlock()
+	return s.restore.arriving[name] != nil
+}
+
+// arrived ends dataset name's arrival: it settled or failed here.
+func (s *Store) arrived(name string) {
+	s.restore.mu.Lock()
+	delete(s.restore.arriving, name)
+	s.restore.mu.Unlock()
 }

@@ -71,6 +71,7 @@ func (s *Store) Settled(name string) {
 		d.mu.Unlock()
 	}
 	s.mu.Unlock()
+	s.arrived(name)
 	s.emptyTrashSoon()
 	s.reportInfo(EventSettled, info)
 	s.evict()

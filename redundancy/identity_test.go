@@ -202,3 +202,30 @@ func TestFailedRebuildDegradesSurvivors(t *testing.T) {
 	})
 	f.WaitState(wait, "ckpt.1", cache.Degraded, 0, 1, 3)
 }
+
+// TestStockTakingLeavesArrivalsAlone: a dataset node 0's restore fetches
+// from the prefix (Store.Arriving) is left alone by the stock-taking, even
+// where the copies in the caches are beyond repair: the fetched copy takes
+// their place, and a verdict on them would fail the checkpoint the job is
+// restoring. Once the arrival is over, the same state is failed.
+func TestStockTakingLeavesArrivalsAlone(t *testing.T) {
+	f := newFixture(t, xor, memnet.Faults{})
+	f.startAll()
+	f.protect("ckpt.1", 10<<10)
+	arrived := f.Nodes[0].Store.Arriving("ckpt.1")
+	for _, i := range []int{2, 3} {
+		f.Kill(i)
+		f.Wipe(i)
+	}
+	<-f.restart(2)
+	<-f.restart(3) // each restart waits for the stock-taking it asks for
+	for _, i := range []int{0, 1} {
+		if st, why := f.Nodes[i].State("ckpt.1"); st != cache.Protected {
+			t.Fatalf("node %d: ckpt.1 %s (%q) while the restore fetches it", i, st, why)
+		}
+	}
+	arrived()
+	f.Kill(3)
+	<-f.restart(3)
+	f.WaitState(wait, "ckpt.1", cache.Failed, 0, 1)
+}

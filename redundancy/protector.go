@@ -40,6 +40,9 @@ type Store interface {
 	// Restoring makes the mount's lookups of r wait, at most wait, until
 	// done is called: r is about to be rebuilt here.
 	Restoring(r cache.Route, wait time.Duration) (done func())
+	// IsArriving says whether node 0's restore fetches the dataset from
+	// the prefix: the stock-taking passes it by until it settles.
+	IsArriving(name string) bool
 	// Settled and Revised report what the store's events say (see
 	// cache.Event): the dataset's redundancy is settled here, its record
 	// was revised.

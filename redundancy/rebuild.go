@@ -163,6 +163,9 @@ func (p *Protector) reconcile(ctx context.Context) {
 	for _, a := range acts {
 		name := a.Dataset.Name
 		log := p.log.With("dataset", name, "set", a.Set)
+		if p.arriving(a) {
+			continue
+		}
 		if r := latest[name]; r != nil && r.Newer(a.Dataset.Record) {
 			a.Dataset.Record = r
 		}
@@ -180,6 +183,9 @@ func (p *Protector) reconcile(ctx context.Context) {
 		for n, err := range failed {
 			log.Warn("rebuild failed on a node", "node", n, "err", err)
 			why = err
+		}
+		if len(failed) > 0 && p.arriving(a) {
+			continue
 		}
 		if len(failed) > 0 {
 			// The set is short of the lost members until a rebuild works:
@@ -207,6 +213,20 @@ func (p *Protector) reconcile(ctx context.Context) {
 			degraded[name] = doubled
 		}
 	}
+}
+
+// arriving says whether this node's restore is fetching dataset name from
+// the prefix (Store.IsArriving; the stock-taker is node 0, which runs the
+// restore): the fetched copy takes the place of what the caches hold of
+// it, and is protected once recorded, so the stock-taking leaves it alone
+// — checked before each action and after a failed rebuild, as a round
+// planned before the restore decided may still be running.
+func (p *Protector) arriving(a action) bool {
+	if !p.o.Store.IsArriving(a.Dataset.Name) {
+		return false
+	}
+	p.log.Info("the stock-taking leaves alone a dataset the restore fetches from the prefix", "dataset", a.Dataset.Name, "action", a.Kind)
+	return true
 }
 
 // retryRebuild has the job take stock again after a failed rebuild of

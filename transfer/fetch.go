@@ -332,8 +332,12 @@ func (f *Flusher) restoreNewest(ctx context.Context, c *fetchCoord) fetchOutcome
 		cached, _ := f.newestCached()
 		f.log.Info("the prefix holds a checkpoint newer than what the caches hold: fetching it", "dataset", e.Name, "seq", e.ID,
 			"cached", cached)
+		arrival := f.o.Store.Arriving(e.Name)
 		failures, local, fatal := f.tryFetch(ctx, e)
 		f.met.round("fetch", fatal == nil && len(failures) == 0 && len(local) == 0)
+		if fatal != nil || len(failures) > 0 || len(local) > 0 {
+			arrival()
+		}
 		switch {
 		case fatal == nil && len(failures) == 0 && len(local) == 0:
 			reason := "newer than what the caches hold"

@@ -57,6 +57,9 @@ type Store interface {
 	// Progressing reports that the fetch the mount waits for at a start
 	// is copying bytes.
 	Progressing()
+	// Arriving marks (node 0) a dataset the restore fetches, until it
+	// settles or done is called: the stock-taking passes it by.
+	Arriving(name string) (done func())
 }
 
 // Options configure a Flusher.
