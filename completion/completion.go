@@ -75,6 +75,10 @@ type Completer struct {
 	setOf      map[int][2]int    // node index → set and rank
 	runs       map[int]string    // node 0: each node's daemon run, from its latest join
 	ids        map[int]string    // node 0: each node's identity, from its latest join
+	// inherited names the datasets node 0's ledger held begun when this
+	// run started: an earlier run took part in them, and its copy (or
+	// the one it was about to start) went with it.
+	inherited map[string]bool
 
 	// recalled is closed once node 0 heard every node's join after its
 	// start (or gave up on the silent ones); rounds wait for it. Closed
@@ -117,6 +121,10 @@ func New(o Options) (*Completer, error) {
 			c.log.Error("completion ledger unreadable", "err", err)
 		}
 		c.ledger = l
+		c.inherited = map[string]bool{}
+		for name := range l.Begun {
+			c.inherited[name] = true
+		}
 	}
 	jobnet.Handle(c.net, "begin", c.handleBegin)
 	jobnet.Handle(c.net, "began", c.handleBegan)

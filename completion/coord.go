@@ -290,10 +290,11 @@ func (c *Completer) doomedLocked(from int, m joinMsg) map[string]failMsg {
 		if pending[name] || c.rounds[name] {
 			continue
 		}
-		if from == c.self && c.failedHere(name) != "" {
-			// Node 0's own copy, failed by its restore even where its
-			// run never made it into the ledger (killed before it kept
-			// what it heard).
+		if from == c.self && (c.inherited[name] || c.failedHere(name) != "") {
+			// Node 0's own copy, failed by its restore or never made
+			// (killed between agreeing the start and starting it here),
+			// even where its run never made it into the ledger (killed
+			// before it kept what it heard).
 			out[name] = failMsg{Dataset: name, Reason: "node 0 lost its copy: its daemon restarted while it was being written"}
 			continue
 		}

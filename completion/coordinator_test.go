@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -40,6 +42,37 @@ func TestCoordinatorWipedMidWrite(t *testing.T) {
 	}
 	if _, why := j.Nodes[3].State("ckpt.1"); !strings.Contains(why, "node 0") {
 		t.Errorf("ckpt.1 failed saying %q; want node 0 named", why)
+	}
+}
+
+// TestCoordinatorRestartsWithoutItsCopy: node 0's ledger says ckpt.1
+// began, but its restart finds no copy of it and nothing failed here: it
+// was killed between agreeing the start and starting its own copy
+// (TestChaos, rs). Its part is lost: it fails ckpt.1 on every node,
+// rather than leave it writing for ever.
+func TestCoordinatorRestartsWithoutItsCopy(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	writeAll(j, "ckpt.1")
+	j.Kill(0)
+	// Node 0's store as if it never started ckpt.1: its cache and the
+	// store's state gone, the ledger kept.
+	if err := os.RemoveAll(j.Nodes[0].CacheDir); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(j.Nodes[0].ControlDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "state.json" {
+			err = os.Remove(p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-j.Restart(0)
+	j.WaitState(wait, "ckpt.1", cache.Failed, 1, 2, 3)
+	if _, why := j.Nodes[2].State("ckpt.1"); !strings.Contains(why, "node 0 lost its copy: its daemon restarted") {
+		t.Errorf("ckpt.1 failed saying %q; want node 0's restart named", why)
 	}
 }
 
