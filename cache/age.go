@@ -10,20 +10,22 @@ import (
 // the stock-taking judges evicted) compares Ages, so that every node
 // orders any two datasets alike.
 type Age struct {
-	Seq       uint64    // the job's completion count
 	Completed time.Time // when node 0 recorded it
+	Seq       uint64    // the job's completion count
 	Name      string
 }
 
 // Age returns where the dataset stands among the recorded ones.
-func (i Info) Age() Age { return Age{Seq: i.Seq, Completed: i.Completed, Name: i.Name} }
+func (i Info) Age() Age { return Age{Completed: i.Completed, Seq: i.Seq, Name: i.Name} }
 
-// CompareAge orders a before b when b completed later: by sequence, and,
-// as a node 0 that lost its ledger while the nodes holding the newest
-// sequence were away can hand a number out twice, then by the time node
-// 0 recorded it and by name.
+// CompareAge orders a before b when b completed later: by the time node 0
+// recorded it, then by sequence and by name. Time comes first because the
+// sequence can go back: a node 0 that lost its ledger while the nodes
+// holding the newest numbers were away counts on from what it can see, so
+// a job restarted on fewer nodes numbers its new checkpoints below those
+// of the history it left, whose holders may come back with them.
 func CompareAge(a, b Age) int {
-	return cmp.Or(cmp.Compare(a.Seq, b.Seq), a.Completed.Compare(b.Completed), cmp.Compare(a.Name, b.Name))
+	return cmp.Or(a.Completed.Compare(b.Completed), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Name, b.Name))
 }
 
 // CompareCompletion orders completed datasets oldest first: recorded ones

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -265,6 +266,30 @@ func TestEvictionOrdersByAge(t *testing.T) {
 	if ts.Get("early") != nil || ts.Get("late") == nil || ts.Get("newest") == nil {
 		t.Fatalf("early %v, late %v, newest %v; want only early (recorded first on sequence 5) gone",
 			ts.Get("early") != nil, ts.Get("late") != nil, ts.Get("newest") != nil)
+	}
+}
+
+// TestEvictionKeepsTheLaterHistory: a job restarted on fewer nodes, its
+// node 0's ledger lost, numbered its new checkpoints (136, 137) below
+// those of the history it left (139, 140), whose holders come back with
+// them. The cache keeps the checkpoints completed last, as the
+// application continues from them (TestChaos, rs).
+func TestEvictionKeepsTheLaterHistory(t *testing.T) {
+	ts := newTestStore(t, Rules{}, 2)
+	at := time.Now().UTC()
+	for _, c := range []struct {
+		name      string
+		seq       uint64
+		completed time.Time
+	}{{"new1", 136, at.Add(10 * time.Second)}, {"new2", 137, at.Add(11 * time.Second)}, {"old1", 139, at}, {"old2", 140, at.Add(time.Second)}} {
+		ts.write(t, c.name, "f", 10)
+		must(t, ts.RequestComplete(c.name, "test"))
+		ts.awaitComplete(t, c.name)
+		must(t, ts.SetRecord(c.name, c.seq, c.completed))
+		ts.Settled(c.name)
+	}
+	if got := names(ts.Datasets()); !slices.Equal(got, []string{"new1", "new2"}) {
+		t.Fatalf("cache holds %v, want the two completed last, new1 and new2", got)
 	}
 }
 

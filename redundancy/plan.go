@@ -56,7 +56,7 @@ func (i invDataset) route() cache.Route { return cache.Route{Name: i.Name, Kind:
 
 // age places the dataset among the others as every node's cache does.
 func (i invDataset) age() cache.Age {
-	return cache.Age{Seq: i.Record.Seq, Completed: i.Record.Completed, Name: i.Name}
+	return cache.Age{Completed: i.Record.Completed, Seq: i.Record.Seq, Name: i.Name}
 }
 
 // inventoryMsg is a node's answer to the stock-taking coordinator.
