@@ -227,22 +227,30 @@ func (f *Flusher) joinFetch(ctx context.Context) fetchOutcome {
 // cachedOutcome is the outcome of restoring from this node's cache as it
 // is, with reason.
 func (f *Flusher) cachedOutcome(reason string) fetchOutcome {
-	if name, _ := f.newestCached(); name != "" {
+	if name := f.newestCached().Name; name != "" {
 		return fetchOutcome{Dataset: name, From: FromCache, Reason: reason}
 	}
 	return fetchOutcome{From: FromNone, Reason: reason}
 }
 
 // newestCached returns the newest recorded dataset in this node's cache
-// and its sequence number, or "".
-func (f *Flusher) newestCached() (string, uint64) {
+// (by cache.CompareAge): Name is "" if there is none.
+func (f *Flusher) newestCached() cache.Info {
 	var newest cache.Info
 	for _, ds := range f.o.Store.Datasets() {
 		if info := ds.Info(); info.State.Completed() && info.Seq > 0 && (newest.Seq == 0 || cache.CompareAge(info.Age(), newest.Age()) > 0) {
 			newest = info
 		}
 	}
-	return newest.Name, newest.Seq
+	return newest
+}
+
+// newerThanPrefix says whether cached, the caches' newest, is at least as
+// new as the prefix's newest e: by sequence, or completed after e was
+// flushed (so after e completed) — a job restarted on fewer nodes, node
+// 0's ledger lost, numbers its checkpoints below the history it left.
+func newerThanPrefix(cached cache.Info, e prefix.IndexEntry) bool {
+	return cached.Seq >= e.ID || (!e.Flushed.IsZero() && cached.Completed.After(e.Flushed))
 }
 
 // handleJoin runs on node 0: a node that restores waits for the job's
@@ -316,8 +324,8 @@ func (f *Flusher) restoreNewest(ctx context.Context, c *fetchCoord) fetchOutcome
 			}
 			return f.cachedOutcome(f.noCandidate(ix))
 		}
-		if name, seq := f.newestCached(); name != "" && seq >= e.ID {
-			return fetchOutcome{Dataset: name, From: FromCache}
+		if cached := f.newestCached(); cached.Name != "" && newerThanPrefix(cached, e) {
+			return fetchOutcome{Dataset: cached.Name, From: FromCache}
 		}
 		if !gathered {
 			// Only now wait for the others: a job with nothing to fetch
@@ -329,7 +337,7 @@ func (f *Flusher) restoreNewest(ctx context.Context, c *fetchCoord) fetchOutcome
 			gathered = true
 			continue
 		}
-		cached, _ := f.newestCached()
+		cached := f.newestCached().Name
 		f.log.Info("the prefix holds a checkpoint newer than what the caches hold: fetching it", "dataset", e.Name, "seq", e.ID,
 			"cached", cached)
 		arrival := f.o.Store.Arriving(e.Name)
