@@ -394,8 +394,10 @@ func decide(rec *record.Record, s int, set []*record.Member, status []memberStat
 			away = append(away, r)
 		}
 	}
-	if !anyIntact {
-		// No redundancy data anywhere: it was never (fully) encoded.
+	if !anyIntact && len(lost) > len(gone) {
+		// Members' files are here, with no redundancy data anywhere: it
+		// was never (fully) encoded. (With nothing of it on any node that
+		// answered, that is not known: the shares are judged below.)
 		switch {
 		case len(gone) == 0 && len(away) == 0:
 			return one(actProtect, "")

@@ -245,6 +245,28 @@ func TestPlanLaterFetchDecides(t *testing.T) {
 	}
 }
 
+// TestPlanNeverProtectedOnlyWithEvidence: "never protected" is said of a
+// dataset whose members' files are here without redundancy data; of one
+// of which no node that answered holds anything (its shares went with
+// wiped caches, or sit on nodes away) it is not known, and not said.
+func TestPlanNeverProtectedOnlyWithEvidence(t *testing.T) {
+	r := rec("c", 1, "xor", 0, 0)
+	invs := map[int]*inventoryMsg{}
+	for n := range 4 {
+		invs[n] = inv(n, fmt.Sprintf("new%d", n), has(r)) // every cache replaced: the record, no share
+	}
+	acts := plan(4, invs)
+	if len(acts) == 0 || acts[0].Kind != actFail || strings.Contains(acts[0].Reason, "never protected") || !strings.Contains(acts[0].Reason, "tolerates") {
+		t.Fatalf("plan %+v, want c failed for losing more than xor tolerates", acts)
+	}
+	invs = own(r, nil, 0, 1, 2, 3) // every member's files here, no redundancy
+	invs[3] = inv(3, "new3", has(r))
+	acts = plan(4, invs)
+	if len(acts) == 0 || acts[0].Kind != actFail || !strings.Contains(acts[0].Reason, "never protected") {
+		t.Fatalf("plan %+v, want c failed as never protected, node 3's share gone", acts)
+	}
+}
+
 func TestPlanNewestFirst(t *testing.T) {
 	older, newer := rec("old", 1, "xor", 0, 0), rec("new", 2, "xor", 0, 0)
 	invs := map[int]*inventoryMsg{}
