@@ -563,8 +563,9 @@ func memberNames(nodes int, invs map[int]*inventoryMsg) namer {
 // index returns the index in this job of the node of member m of set:
 // the node that holds its share or has its identity; else the index it
 // wrote it under, unless that index now belongs to a node of another
-// member of the set (the job runs in another order) or lies beyond the
-// job: then -1, its node is not known.
+// member of the set (the job runs in another order), lies beyond the job,
+// or its share was rebuilt onto another holder: then -1, its node is not
+// known.
 func (nm namer) index(set []*record.Member, m *record.Member) int {
 	if nm.at == nil {
 		return m.Node
@@ -574,7 +575,9 @@ func (nm namer) index(set []*record.Member, m *record.Member) int {
 			return n
 		}
 	}
-	if m.Node >= nm.nodes {
+	if m.Node >= nm.nodes || m.HeldBy() != m.ID {
+		// Beyond the job, or rebuilt onto a holder that did not answer:
+		// the index it wrote under says nothing of where its share is.
 		return -1
 	}
 	if id, up := nm.id[m.Node]; up {

@@ -267,6 +267,23 @@ func TestPlanNeverProtectedOnlyWithEvidence(t *testing.T) {
 	}
 }
 
+// TestPlanMovedHolderAway: shares rebuilt onto holders that are not in
+// this job are not named by the index their members wrote under (nodes
+// now in another role): the reason says they are on no node that
+// answered.
+func TestPlanMovedHolderAway(t *testing.T) {
+	r := movedRecord(rec("c", 1, "xor", 0, 0), 0, map[int]string{0: "h0", 1: "h1"})
+	invs := map[int]*inventoryMsg{0: inv(0, "new0", has(r)), 1: inv(1, "new1", has(r))}
+	for n := 2; n < 4; n++ {
+		id := fmt.Sprintf("id%d", n)
+		invs[n] = inv(n, "", has(r, id))
+	}
+	acts := plan(4, invs)
+	if len(acts) == 0 || acts[0].Kind != actFail || !strings.Contains(acts[0].Reason, "the members nodes 0, 1 wrote (on no node that answered)") {
+		t.Fatalf("plan %+v, want c failed, its moved shares on no node that answered", acts)
+	}
+}
+
 func TestPlanNewestFirst(t *testing.T) {
 	older, newer := rec("old", 1, "xor", 0, 0), rec("new", 2, "xor", 0, 0)
 	invs := map[int]*inventoryMsg{}
