@@ -181,7 +181,7 @@ func (ch *chaos) heldRow(row control.Dataset) bool {
 	case ds == nil:
 		return false
 	case row.State == "degraded":
-		return len(ch.away(ds)) > 0
+		return len(ch.away(ds)) > 0 || (ch.fullNow && strings.Contains(row.Reason, "no space left on device"))
 	case row.State == "complete":
 		// A job of one node records what it writes or fetches so.
 		return row.Seq > 0 && (ds.single || len(ch.job) == 1)

@@ -175,8 +175,12 @@ func (ch *chaos) writeFull(ds *chaosDataset) {
 	ch.mark(ds)
 	if full {
 		// The record goes out as soon as every node completed: the dataset
-		// settles (fails) before the space is freed.
+		// settles before the space is freed — it fails, or, when the
+		// record fitted and its redundancy did not, waits degraded for
+		// the space (the job takes stock again after the test frees it).
+		ch.fullNow = true
 		ch.settle()
+		ch.fullNow = false
 		ds.settled = false
 	}
 	free()

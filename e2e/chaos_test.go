@@ -139,8 +139,8 @@ type chaos struct {
 	// the job. The others are stopped, their caches kept.
 	job []int
 	// small: every node's cache is a small file system of its own, which
-	// the test can fill up (root only).
-	small bool
+	// the test can fill up (root only); fullNow: one is full now.
+	small, fullNow bool
 	// restartedAll: the whole job restarted since the last check, which
 	// then checks that it serves the newest intact checkpoint.
 	restartedAll bool

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scrfs/scrfs/cache"
 	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/internal/sleep"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/record"
@@ -284,8 +285,13 @@ func (p *Protector) protect(ctx context.Context, rec *record.Record, try string,
 }
 
 // maxRetakes bounds the stock-takings one node asks for after failed
-// protects of one dataset.
-const maxRetakes = 3
+// protects of one dataset; retakePause is the pause before the second,
+// doubling after, so that a cause that passes (a cache full for a while,
+// a member restarting) has about 15 s to pass.
+const (
+	maxRetakes  = 5
+	retakePause = time.Second
+)
 
 // retakeMsg asks node 0 to take stock again: a protect failed here.
 type retakeMsg struct {
@@ -300,7 +306,7 @@ func (m retakeMsg) Check() error { return layout.CheckDatasetName(m.Dataset) }
 // member restarted meanwhile, or the members' tries fell out of step, and
 // nothing else would try again while every node is up. The stock-taking
 // has every member encode again under one try if all are here, or says
-// why not; a few times per dataset at most.
+// why not; a few times per dataset at most, further and further apart.
 func (p *Protector) retake(name string) {
 	p.mu.Lock()
 	p.retakes[name]++
@@ -309,7 +315,14 @@ func (p *Protector) retake(name string) {
 	if n > maxRetakes {
 		return
 	}
+	var pause time.Duration
+	if n > 1 {
+		pause = retakePause << (n - 2)
+	}
 	p.g.Go(func(ctx context.Context) {
+		if sleep.For(ctx, pause) != nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(ctx, p.o.MemberTimeout+p.o.ConnectTimeout)
 		defer cancel()
 		if err := p.net.Call(ctx, stockTaker, "retake", retakeMsg{Dataset: name}, nil); err != nil {
