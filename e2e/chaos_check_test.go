@@ -181,7 +181,10 @@ func (ch *chaos) heldRow(row control.Dataset) bool {
 	case ds == nil:
 		return false
 	case row.State == "degraded":
-		return len(ch.away(ds)) > 0 || (ch.fullNow && strings.Contains(row.Reason, "no space left on device"))
+		// While a cache is full, an encode cut short by it (the node that
+		// got ENOSPC, or its peers, whose streams it aborted) waits for
+		// the space.
+		return len(ch.away(ds)) > 0 || (ch.fullNow && strings.HasPrefix(row.Reason, "encode failed"))
 	case row.State == "complete":
 		// A job of one node records what it writes or fetches so.
 		return row.Seq > 0 && (ds.single || len(ch.job) == 1)
