@@ -50,6 +50,10 @@ type Node struct {
 	// Fetching is this node's part of a fetch from the prefix while it
 	// copies (at a start, the mount's lookups wait for it).
 	Fetching *Fetching `json:"fetching,omitempty"`
+	// TakingStock is set on node 0 while the job takes stock (verifies
+	// every node's datasets, rebuilds, fails or revives them): the
+	// states shown may change when it ends.
+	TakingStock bool `json:"taking_stock,omitempty"`
 }
 
 // Fetching is a node's part of a fetch from the prefix.

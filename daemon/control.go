@@ -220,6 +220,7 @@ func (d *Daemon) status() control.Status {
 	if r := d.node.Flusher.Restored(); r != nil {
 		st.Node.Restored = &control.Restored{Dataset: r.Dataset, From: r.From, Reason: r.Reason}
 	}
+	st.Node.TakingStock = d.node.Protect.TakingStock()
 	if p := d.node.Flusher.Fetching(); p != nil {
 		st.Node.Fetching = &control.Fetching{Dataset: p.Dataset, DoneBytes: p.Done, TotalBytes: p.Total, BytesPerSecond: p.Rate}
 	}

@@ -205,6 +205,11 @@ func (ch *chaos) settle() map[int]*control.Status {
 				last += fmt.Sprintf("node %d not answering or not ready; ", i)
 				continue
 			}
+			if st.Node.TakingStock {
+				// A node that asked for it may be ready before it ends
+				// (its wait is bounded); its verdicts are still to come.
+				last += fmt.Sprintf("node %d taking stock; ", i)
+			}
 			for _, row := range st.Datasets {
 				if !ch.settledRow(row) {
 					last += fmt.Sprintf("node %d: %s %s %q rebuild %v flush %+v; ", i, row.Name, row.State, row.Reason, row.Rebuild != nil, row.Flush)

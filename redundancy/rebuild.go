@@ -124,6 +124,14 @@ func (p *Protector) round() <-chan struct{} {
 	return ch
 }
 
+// TakingStock reports whether a stock-taking round runs here or was asked
+// for (node 0).
+func (p *Protector) TakingStock() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
 func (p *Protector) loop(ctx context.Context) {
 	for {
 		p.mu.Lock()

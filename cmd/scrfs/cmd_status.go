@@ -87,6 +87,9 @@ func printStatus(w io.Writer, st *control.Status) {
 		fmt.Fprintf(w, "fetching %s from the prefix: %s of %s (this node's part), %s/s\n",
 			p.Dataset, humanBytes(p.DoneBytes), humanBytes(p.TotalBytes), humanBytes(int64(p.BytesPerSecond)))
 	}
+	if n.TakingStock {
+		fmt.Fprintln(w, "the job is taking stock (verifying every node's datasets; rebuilds may follow): the states below may change")
+	}
 	if ro := n.ReadOnly; ro != nil {
 		fmt.Fprintf(w, "READ-ONLY since %s (%s ago, %d failed writes): the cache state cannot be written (%s: %s); completed datasets are served, new ones refused (ENOSPC); retrying\n",
 			ro.Since.Local().Format(time.DateTime), roundDuration(time.Since(ro.Since).Seconds()), ro.FailedWrites, ro.Reason, ro.Error)

@@ -15,7 +15,8 @@ import (
 func TestStatusNotes(t *testing.T) {
 	st := &control.Status{
 		Node: control.Node{Restored: &control.Restored{Dataset: "ckpt.4", From: "prefix", Reason: "newer than ckpt.3, the newest the caches hold"},
-			Fetching: &control.Fetching{Dataset: "ckpt.5", DoneBytes: 3 << 30, TotalBytes: 8 << 30, BytesPerSecond: 1 << 30}},
+			Fetching:    &control.Fetching{Dataset: "ckpt.5", DoneBytes: 3 << 30, TotalBytes: 8 << 30, BytesPerSecond: 1 << 30},
+			TakingStock: true},
 		Peers: []control.Peer{
 			{Index: 1, Addr: "n1:7411", Up: true, LastError: "dial tcp n1:7411: connection refused"},
 			{Index: 2, Addr: "n2:7411", Up: false, LastError: "dial tcp n2:7411: no route to host"},
@@ -29,6 +30,9 @@ func TestStatusNotes(t *testing.T) {
 	}
 	if !strings.Contains(out, "fetching ckpt.5 from the prefix: 3.0 GiB of 8.0 GiB (this node's part), 1.0 GiB/s") {
 		t.Errorf("no fetching line:\n%s", out)
+	}
+	if !strings.Contains(out, "the job is taking stock") {
+		t.Errorf("no stock-taking line:\n%s", out)
 	}
 	for _, l := range strings.Split(out, "\n") {
 		switch f := strings.Fields(l); {
