@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scrfs/scrfs/control"
 	"github.com/scrfs/scrfs/internal/testutil"
 )
 
@@ -208,6 +209,11 @@ func TestCrashRestart(t *testing.T) {
 	writeRandom(t, n.Path("done", "sub", "b"), 12345, 2)
 	must(t, os.WriteFile(n.Path("done", "COMPLETE"), nil, 0o644))
 	n.WaitCompleted(10*time.Second, "done")
+	// Recorded, not only complete here: node 0 killed after its ledger
+	// forgot the round and before the record is kept fails the dataset
+	// after the restart (a gap left open, in docs/guide.md's known
+	// limits).
+	n.WaitDataset(10*time.Second, "done", "recorded", func(d *control.Dataset) bool { return d.Seq > 0 })
 	want := treeSums(t, n.Path("done"))
 	writeRandom(t, n.Path("busy", "partial"), 777, 3)
 	f, err := os.Create(n.Path("busy", "open"))
