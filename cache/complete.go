@@ -222,7 +222,6 @@ func (s *Store) evictLocked() []Info {
 			unrecorded = append(unrecorded, d)
 		}
 	}
-	slices.SortStableFunc(recorded, cmpAge)
 	// The newest CacheSize of each standing always stay; older ones go
 	// unless pinned, in which case the cache holds one more for a while.
 	now := time.Now()
@@ -364,4 +363,21 @@ func (d *Dataset) isRecorded() bool {
 	return d.seq > 0
 }
 
-func cmpAge(a, b *Dataset) int { return CompareCompletion(a.Info(), b.Info()) }
+// byCompletion returns the datasets of m oldest first (CompareCompletion),
+// reading each one's state once.
+func byCompletion(m map[string]*Dataset) []*Dataset {
+	type entry struct {
+		d    *Dataset
+		info Info
+	}
+	es := make([]entry, 0, len(m))
+	for _, d := range m {
+		es = append(es, entry{d, d.Info()})
+	}
+	slices.SortFunc(es, func(a, b entry) int { return CompareCompletion(a.info, b.info) })
+	out := make([]*Dataset, len(es))
+	for i, e := range es {
+		out[i] = e.d
+	}
+	return out
+}

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/scrfs/scrfs/layout"
@@ -71,14 +70,7 @@ func (s *Store) Kept() []*Dataset {
 	return s.keptLocked()
 }
 
-func (s *Store) keptLocked() []*Dataset {
-	out := make([]*Dataset, 0, len(s.kept))
-	for _, d := range s.kept {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, cmpAge)
-	return out
-}
+func (s *Store) keptLocked() []*Dataset { return byCompletion(s.kept) }
 
 // Revive serves kept dataset name again, in state to (a completed state)
 // with reason: the stock-taking verified it, its members are back. It is

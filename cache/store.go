@@ -230,14 +230,7 @@ func (s *Store) Failures() []Info {
 	return out
 }
 
-func (s *Store) sortedLocked() []*Dataset {
-	out := make([]*Dataset, 0, len(s.datasets))
-	for _, d := range s.datasets {
-		out = append(out, d)
-	}
-	slices.SortFunc(out, cmpAge)
-	return out
-}
+func (s *Store) sortedLocked() []*Dataset { return byCompletion(s.datasets) }
 
 func cmpID(a, b uint64) int {
 	switch {
