@@ -105,11 +105,7 @@ func TestKeptEvictedWhenSpaceIsNeeded(t *testing.T) {
 func TestDatasetsInJobOrder(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 4)
 	at := time.Now().UTC()
-	for _, c := range []struct {
-		name      string
-		seq       uint64
-		completed time.Time
-	}{{"c2", 2, at.Add(time.Second)}, {"c1", 1, at}} {
+	for _, c := range []recorded{{"c2", 2, at.Add(time.Second)}, {"c1", 1, at}} {
 		staged := filepath.Join(t.TempDir(), c.name)
 		must(t, os.MkdirAll(staged, 0o700))
 		if _, err := ts.Adopt(Route{Name: c.name, Kind: KindDir, Root: c.name}, Protected, staged, c.seq, c.completed); err != nil {

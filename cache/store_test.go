@@ -245,6 +245,26 @@ func TestEvictionWaitsForTheRecord(t *testing.T) {
 	}
 }
 
+// recorded is a dataset as the job recorded it: its sequence and when
+// node 0 recorded it.
+type recorded struct {
+	name      string
+	seq       uint64
+	completed time.Time
+}
+
+// recordEach writes, completes, records and settles each dataset in turn.
+func (ts *testStore) recordEach(t *testing.T, ds ...recorded) {
+	t.Helper()
+	for _, c := range ds {
+		ts.write(t, c.name, "f", 10)
+		must(t, ts.RequestComplete(c.name, "test"))
+		ts.awaitComplete(t, c.name)
+		must(t, ts.SetRecord(c.name, c.seq, c.completed))
+		ts.Settled(c.name)
+	}
+}
+
 // TestEvictionOrdersByAge: two datasets on one sequence (a node 0 that
 // lost its ledger handed it out twice) are ordered by when node 0
 // recorded them, whatever order this node created them in: every node
@@ -252,17 +272,7 @@ func TestEvictionWaitsForTheRecord(t *testing.T) {
 func TestEvictionOrdersByAge(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 2)
 	at := time.Now().UTC()
-	for _, c := range []struct {
-		name      string
-		seq       uint64
-		completed time.Time
-	}{{"late", 5, at.Add(time.Second)}, {"early", 5, at}, {"newest", 6, at.Add(2 * time.Second)}} {
-		ts.write(t, c.name, "f", 10)
-		must(t, ts.RequestComplete(c.name, "test"))
-		ts.awaitComplete(t, c.name)
-		must(t, ts.SetRecord(c.name, c.seq, c.completed))
-		ts.Settled(c.name)
-	}
+	ts.recordEach(t, recorded{"late", 5, at.Add(time.Second)}, recorded{"early", 5, at}, recorded{"newest", 6, at.Add(2 * time.Second)})
 	if ts.Get("early") != nil || ts.Get("late") == nil || ts.Get("newest") == nil {
 		t.Fatalf("early %v, late %v, newest %v; want only early (recorded first on sequence 5) gone",
 			ts.Get("early") != nil, ts.Get("late") != nil, ts.Get("newest") != nil)
@@ -277,17 +287,8 @@ func TestEvictionOrdersByAge(t *testing.T) {
 func TestEvictionKeepsTheLaterHistory(t *testing.T) {
 	ts := newTestStore(t, Rules{}, 2)
 	at := time.Now().UTC()
-	for _, c := range []struct {
-		name      string
-		seq       uint64
-		completed time.Time
-	}{{"new1", 136, at.Add(10 * time.Second)}, {"new2", 137, at.Add(11 * time.Second)}, {"old1", 139, at}, {"old2", 140, at.Add(time.Second)}} {
-		ts.write(t, c.name, "f", 10)
-		must(t, ts.RequestComplete(c.name, "test"))
-		ts.awaitComplete(t, c.name)
-		must(t, ts.SetRecord(c.name, c.seq, c.completed))
-		ts.Settled(c.name)
-	}
+	ts.recordEach(t, recorded{"new1", 136, at.Add(10 * time.Second)}, recorded{"new2", 137, at.Add(11 * time.Second)},
+		recorded{"old1", 139, at}, recorded{"old2", 140, at.Add(time.Second)})
 	if got := names(ts.Datasets()); !slices.Equal(got, []string{"new1", "new2"}) {
 		t.Fatalf("cache holds %v, want the two completed last, new1 and new2", got)
 	}

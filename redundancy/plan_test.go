@@ -314,17 +314,7 @@ func TestPlanReplacementPlaysItsRank(t *testing.T) {
 // rebuilt or failed: the dataset is leaving the caches, not lost. Without
 // the newer ones, the same absence is a loss.
 func TestPlanEvictedIsNotLost(t *testing.T) {
-	old, n2, n3 := rec("c1", 1, "xor", 0, 0), rec("c2", 2, "xor", 0, 0), rec("c3", 3, "xor", 0, 0)
-	invs := map[int]*inventoryMsg{}
-	for n := range 4 {
-		id := fmt.Sprintf("id%d", n)
-		if n < 2 {
-			invs[n] = inv(n, "", has(n2, id), has(n3, id))
-		} else {
-			invs[n] = inv(n, "", has(old, id), has(n2, id), has(n3, id))
-		}
-		invs[n].CacheSize = 2
-	}
+	invs := evictedOnTwo(rec("c1", 1, "xor", 0, 0), rec("c2", 2, "xor", 0, 0), rec("c3", 3, "xor", 0, 0))
 	if acts := plan(4, invs); len(acts) != 0 {
 		t.Fatalf("plan %+v, want nothing: c1 is past the cache size", acts)
 	}
@@ -348,19 +338,27 @@ func TestPlanEvictedOnASharedSequence(t *testing.T) {
 	if cache.CompareAge(invDataset{Name: "c1", Record: old}.age(), invDataset{Name: "c2", Record: twin}.age()) >= 0 {
 		t.Fatalf("c1 (recorded at %v) is not older than c2 (at %v)", old.Completed, twin.Completed)
 	}
+	if acts := plan(4, evictedOnTwo(old, twin, newer)); len(acts) != 0 {
+		t.Fatalf("plan %+v, want nothing: c1 is past the cache size", acts)
+	}
+}
+
+// evictedOnTwo is a four-node job with a cache of 2 in which nodes 0 and
+// 1 hold their shares of newer and newest only (they evicted old), and
+// nodes 2 and 3 hold all three (a flush pins old there, or a kill came
+// before their eviction).
+func evictedOnTwo(old, newer, newest *record.Record) map[int]*inventoryMsg {
 	invs := map[int]*inventoryMsg{}
 	for n := range 4 {
 		id := fmt.Sprintf("id%d", n)
 		if n < 2 {
-			invs[n] = inv(n, "", has(twin, id), has(newer, id))
+			invs[n] = inv(n, "", has(newer, id), has(newest, id))
 		} else {
-			invs[n] = inv(n, "", has(old, id), has(twin, id), has(newer, id))
+			invs[n] = inv(n, "", has(old, id), has(newer, id), has(newest, id))
 		}
 		invs[n].CacheSize = 2
 	}
-	if acts := plan(4, invs); len(acts) != 0 {
-		t.Fatalf("plan %+v, want nothing: c1 is past the cache size", acts)
-	}
+	return invs
 }
 
 // TestPlanPendingIsAway: a node that holds a dataset complete but has not
