@@ -28,10 +28,10 @@ func CompareAge(a, b Age) int {
 	return cmp.Or(a.Completed.Compare(b.Completed), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Name, b.Name))
 }
 
-// CompareCompletion orders completed datasets oldest first: recorded ones
+// compareCompletion orders completed datasets oldest first: recorded ones
 // by Age, and those complete here but not recorded yet after them (they
 // are newer than every recorded one) by this node's order of creation.
-func CompareCompletion(a, b Info) int {
+func compareCompletion(a, b Info) int {
 	switch {
 	case a.Seq == 0 && b.Seq == 0:
 		return cmp.Compare(a.ID, b.ID)

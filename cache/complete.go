@@ -363,7 +363,7 @@ func (d *Dataset) isRecorded() bool {
 	return d.seq > 0
 }
 
-// byCompletion returns the datasets of m oldest first (CompareCompletion),
+// byCompletion returns the datasets of m oldest first (compareCompletion),
 // reading each one's state once.
 func byCompletion(m map[string]*Dataset) []*Dataset {
 	type entry struct {
@@ -374,7 +374,7 @@ func byCompletion(m map[string]*Dataset) []*Dataset {
 	for _, d := range m {
 		es = append(es, entry{d, d.Info()})
 	}
-	slices.SortFunc(es, func(a, b entry) int { return CompareCompletion(a.info, b.info) })
+	slices.SortFunc(es, func(a, b entry) int { return compareCompletion(a.info, b.info) })
 	out := make([]*Dataset, len(es))
 	for i, e := range es {
 		out[i] = e.d

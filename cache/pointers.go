@@ -196,21 +196,17 @@ func (s *Store) PointerChanged(name string) {
 }
 
 // ServedDatasets returns the recorded datasets here that did not fail,
-// newest first (by Age): the checkpoints the job
+// newest first (Datasets' order reversed): the checkpoints the job
 // serves, whose pointer files a restart shows.
 func (s *Store) ServedDatasets() []string {
 	s.mu.Lock()
-	var served []Info
-	for _, d := range s.datasets {
-		if info := d.Info(); info.Seq > 0 && info.State != Failed {
-			served = append(served, info)
-		}
-	}
+	all := s.sortedLocked()
 	s.mu.Unlock()
-	slices.SortFunc(served, func(a, b Info) int { return CompareAge(b.Age(), a.Age()) })
-	names := make([]string, len(served))
-	for i, info := range served {
-		names[i] = info.Name
+	var names []string
+	for _, d := range slices.Backward(all) {
+		if info := d.Info(); info.Seq > 0 && info.State != Failed {
+			names = append(names, info.Name)
+		}
 	}
 	return names
 }

@@ -205,9 +205,9 @@ func (s *Store) Get(name string) *Dataset {
 }
 
 // Datasets returns every dataset in the cache, oldest first: recorded
-// ones in the job's completion order (their records' sequence), then the
-// others in this node's creation order. A node that rebuilt or fetched
-// datasets (newest first) lists them as every other node does.
+// ones in the job's completion order (compareCompletion), then the others
+// in this node's creation order. A node that rebuilt or fetched datasets
+// (newest first) lists them as every other node does.
 func (s *Store) Datasets() []*Dataset {
 	s.mu.Lock()
 	defer s.mu.Unlock()

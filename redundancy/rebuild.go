@@ -192,10 +192,10 @@ func (p *Protector) reconcile(ctx context.Context) {
 			log.Warn("rebuild failed on a node", "node", n, "err", err)
 			why = err
 		}
-		if len(failed) > 0 && p.arriving(a) {
-			continue
-		}
 		if len(failed) > 0 {
+			if p.arriving(a) {
+				continue
+			}
 			// The set is short of the lost members until a rebuild works:
 			// it says so, rather than protected, and the job takes stock
 			// again (a member that restarted meanwhile asked for that

@@ -234,15 +234,15 @@ func (f *Flusher) cachedOutcome(reason string) fetchOutcome {
 }
 
 // newestCached returns the newest recorded dataset in this node's cache
-// (by cache.CompareAge): Name is "" if there is none.
+// (the last of Store.Datasets' order): Name is "" if there is none.
 func (f *Flusher) newestCached() cache.Info {
-	var newest cache.Info
-	for _, ds := range f.o.Store.Datasets() {
-		if info := ds.Info(); info.State.Completed() && info.Seq > 0 && (newest.Seq == 0 || cache.CompareAge(info.Age(), newest.Age()) > 0) {
-			newest = info
+	dss := f.o.Store.Datasets()
+	for i := len(dss) - 1; i >= 0; i-- {
+		if info := dss[i].Info(); info.State.Completed() && info.Seq > 0 {
+			return info
 		}
 	}
-	return newest
+	return cache.Info{}
 }
 
 // newerThanPrefix says whether cached, the caches' newest, is at least as
@@ -342,12 +342,13 @@ func (f *Flusher) restoreNewest(ctx context.Context, c *fetchCoord) fetchOutcome
 			"cached", cached)
 		arrival := f.o.Store.Arriving(e.Name)
 		failures, local, fatal := f.tryFetch(ctx, e)
-		f.met.round("fetch", fatal == nil && len(failures) == 0 && len(local) == 0)
-		if fatal != nil || len(failures) > 0 || len(local) > 0 {
+		fetched := fatal == nil && len(failures) == 0 && len(local) == 0
+		f.met.round("fetch", fetched)
+		if !fetched {
 			arrival()
 		}
 		switch {
-		case fatal == nil && len(failures) == 0 && len(local) == 0:
+		case fetched:
 			reason := "newer than what the caches hold"
 			if cached != "" {
 				reason = "newer than " + cached + ", the newest the caches hold"

@@ -142,8 +142,8 @@ func (f *Flusher) newestToFlush(ctx context.Context) string {
 // completed, and the name of a newer one whose completion was requested
 // and waits only for files still open for writing ("" if none): an
 // application that renames its marker into place and exits may still have
-// the last release of a file on its way. Newest is by the job's order
-// (cache.CompareCompletion): this node's own order of creation differs
+// the last release of a file on its way. Newest is by the job's order,
+// which Store.Datasets lists: this node's own order of creation differs
 // once it rebuilt or fetched datasets in another order.
 func (f *Flusher) newestCompleted() (name, pending string) {
 	dss := f.o.Store.Datasets()
@@ -153,9 +153,7 @@ func (f *Flusher) newestCompleted() (name, pending string) {
 		info := ds.Info()
 		switch {
 		case info.State.Completed():
-			if newest == nil || cache.CompareCompletion(info, *newest) > 0 {
-				newest = &info
-			}
+			newest = &info
 		case info.State == cache.Writing && info.Completing != "":
 			if pendingInfo == nil || info.ID > pendingInfo.ID {
 				pendingInfo = &info
