@@ -4,9 +4,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/scrfs/scrfs/bench/internal/job"
 )
 
 // The restart as the application sees it (issue 25): a new allocation
@@ -34,7 +35,7 @@ func (b *bench) restartOnce() (first, all sample) {
 	mnt := filepath.Join(b.work, "mnt")
 	t0 := time.Now()
 	b.startNoWait()
-	for !mountedAt(mnt) {
+	for !job.Mounted(mnt) {
 		time.Sleep(time.Millisecond)
 	}
 	ds := filepath.Join(mnt, dataset)
@@ -107,9 +108,3 @@ func dropCaches() {
 }
 
 var droppedWarned bool
-
-// mountedAt reports whether a file system is mounted at dir.
-func mountedAt(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	return err == nil && strings.Contains(string(b), " "+dir+" ")
-}

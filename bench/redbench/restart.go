@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +49,7 @@ func (b *bench) readThrough(ctx context.Context, c *job.Cluster, ds string, t0 t
 // readRank waits for mnt to be mounted (there is no event to wait for in
 // another process's mount table: it polls), then reads path.
 func readRank(ctx context.Context, mnt, path string, buf []byte, t0 time.Time) (readTimes, error) {
-	for !mountedAt(mnt) {
+	for !job.Mounted(mnt) {
 		if err := ctx.Err(); err != nil {
 			return readTimes{}, fmt.Errorf("%s never mounted: %w", mnt, err)
 		}
@@ -106,10 +105,4 @@ func (b *bench) readCopies(dir string) error {
 	close(next)
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// mountedAt reports whether a file system is mounted at dir.
-func mountedAt(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	return err == nil && strings.Contains(string(b), " "+dir+" ")
 }

@@ -157,3 +157,9 @@ func ParseKB(v string) (int64, error) {
 	}
 	return kb << 10, nil
 }
+
+// Mounted reports whether a file system is mounted at dir.
+func Mounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	return err == nil && strings.Contains(string(b), " "+dir+" ")
+}
