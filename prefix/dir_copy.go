@@ -47,6 +47,7 @@ type fileTask struct {
 
 	lens []int64  // length of each range
 	crcs []uint32 // CRC32C of each range; written by its stream
+	sums *blockSums
 	left atomic.Int32
 
 	// Set once by the first range's stream, read by the others after
@@ -98,6 +99,10 @@ func newCopier(ctx context.Context, o Options, tasks []*fileTask, fetch bool, pr
 		}
 		t.lens = make([]int64, n)
 		t.crcs = make([]uint32, n)
+		t.sums = newBlockSums(t.size, nil)
+		if fetch {
+			t.sums.done = c.o.fetchedBlock(t.e, t.srcName)
+		}
 		t.left.Store(int32(n))
 		for i := int64(0); i < n; i++ {
 			off := i * rangeSize
@@ -252,7 +257,9 @@ func (c *copier) open(t *fileTask) error {
 // createDst creates the file name in dir for writing, mode 0600 until its
 // attributes are set. Exclusive (the prefix's temporary names), whatever
 // is at the name is removed first and a new file made, never opened; else
-// (the cache's staging directory) it is truncated.
+// (the cache's staging directory, emptied before a fetch) a file already
+// there is opened as it is: blocks read ahead of the fetch (ReadBlock) may
+// be in it already.
 func createDst(dir int, name string, exclusive bool) (int, error) {
 	flags := unix.O_WRONLY | unix.O_CREAT | unix.O_CLOEXEC | unix.O_NOFOLLOW
 	if exclusive {
@@ -260,8 +267,6 @@ func createDst(dir int, name string, exclusive bool) (int, error) {
 			return -1, err
 		}
 		flags |= unix.O_EXCL
-	} else {
-		flags |= unix.O_TRUNC
 	}
 	return unix.Openat(dir, name, flags, 0o600)
 }
@@ -279,9 +284,16 @@ func (c *copier) finish(t *fileTask) error {
 	}
 	if !c.fetch {
 		e.CRC32C, e.HasCRC = crc, c.o.CRC
+		e.Blocks = nil
+		if c.o.CRC && len(t.sums.sums) > 1 {
+			e.Blocks = t.sums.sums
+		}
 	}
 	if err := setAttrs(t.outFd, e, t.name); err != nil {
 		return err
+	}
+	if c.fetch {
+		c.o.landedAll(e)
 	}
 	closeFile(t.in)
 	t.in = nil

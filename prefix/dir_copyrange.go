@@ -6,8 +6,6 @@ import (
 	"io"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // The byte-moving part of the engine: one range of one file, skipping holes,
@@ -18,7 +16,7 @@ import (
 // computed arithmetically and the destination, already at full length,
 // keeps them as holes.
 func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error) {
-	var crc uint32
+	sum := t.sums.from(off)
 	seek := t.seekData // a local copy: streams of one file must not race on it
 	pos, end := off, off+n
 	for pos < end {
@@ -34,7 +32,9 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 			if d > pos {
 				d = min(d, end)
 				if c.o.CRC {
-					crc = crc32c.Zeros(crc, d-pos)
+					if err := sum.zeros(d - pos); err != nil {
+						return 0, err
+					}
 				}
 				c.prog.add(d - pos)
 				pos = d
@@ -58,13 +58,18 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 				return 0, err
 			}
 			if c.o.CRC {
-				crc = crc32c.Update(crc, buf[:k])
+				if err := sum.add(buf[:k]); err != nil {
+					return 0, err
+				}
 			}
 			pos += k
 			c.prog.add(k)
 		}
 	}
-	return crc, nil
+	if !c.o.CRC {
+		return 0, nil
+	}
+	return sum.rangeCRC(off), nil
 }
 
 // copyChunk copies len(buf) bytes at pos, through buf when the CRC needs the

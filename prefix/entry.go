@@ -23,6 +23,10 @@ type Entry struct {
 	files.Meta
 	// Node is the index of the node that flushed the entry.
 	Node int
+	// Blocks are the CRC32Cs of a regular file's BlockSize blocks, when
+	// the flush computed CRCs and the file has more than one block; nil
+	// otherwise (and in manifests written before blocks were recorded).
+	Blocks []uint32
 }
 
 // maxPath bounds an entry path (Linux PATH_MAX), so a corrupt manifest cannot
@@ -81,6 +85,9 @@ func (e *Entry) check() error {
 	}
 	if e.Node < 0 {
 		return fmt.Errorf("%s: negative node %d", e.Path, e.Node)
+	}
+	if err := e.checkBlocks(); err != nil {
+		return err
 	}
 	if e.Mode&^07777 != 0 {
 		return fmt.Errorf("%s: mode %#o has bits beyond 07777", e.Path, e.Mode)
@@ -169,6 +176,7 @@ type wireEntry struct {
 	MtimeNs int64      `json:"mtime_ns"`
 	Target  string     `json:"target,omitempty"`
 	Node    int        `json:"node"`
+	Blocks  []string   `json:"blocks,omitempty"`
 }
 
 // MarshalJSON encodes e in the manifest format.
@@ -176,7 +184,10 @@ func (e Entry) MarshalJSON() ([]byte, error) {
 	w := wireEntry{Path: e.Path, Type: e.Type, Size: e.Size, Mode: e.Mode, UID: e.UID, GID: e.GID,
 		MtimeNs: e.MtimeNs, Target: e.Target, Node: e.Node}
 	if e.HasCRC {
-		w.CRC32C = fmt.Sprintf("%08x", e.CRC32C)
+		w.CRC32C = hexCRC(e.CRC32C)
+	}
+	for _, b := range e.Blocks {
+		w.Blocks = append(w.Blocks, hexCRC(b))
 	}
 	return json.Marshal(w)
 }
@@ -191,14 +202,34 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 	*e = Entry{Meta: files.Meta{Path: w.Path, Type: w.Type, Size: w.Size, Mode: w.Mode, UID: w.UID, GID: w.GID,
 		MtimeNs: w.MtimeNs, Target: w.Target}, Node: w.Node}
 	if w.CRC32C != "" {
-		if len(w.CRC32C) != 8 {
-			return fmt.Errorf("%s: crc32c %q is not 8 hex digits", w.Path, w.CRC32C)
-		}
-		v, err := strconv.ParseUint(w.CRC32C, 16, 32)
+		v, err := parseCRC(w.Path, "crc32c", w.CRC32C)
 		if err != nil {
-			return fmt.Errorf("%s: crc32c %q is not 8 hex digits", w.Path, w.CRC32C)
+			return err
 		}
-		e.CRC32C, e.HasCRC = uint32(v), true
+		e.CRC32C, e.HasCRC = v, true
+	}
+	if len(w.Blocks) > 0 {
+		e.Blocks = make([]uint32, len(w.Blocks))
+		for i, h := range w.Blocks {
+			v, err := parseCRC(w.Path, fmt.Sprintf("block %d's crc32c", i), h)
+			if err != nil {
+				return err
+			}
+			e.Blocks[i] = v
+		}
 	}
 	return nil
+}
+
+// hexCRC is a CRC32C as the manifest writes it: 8 hex digits.
+func hexCRC(c uint32) string { return fmt.Sprintf("%08x", c) }
+
+// parseCRC reads a CRC32C the manifest wrote (hexCRC); what names it in
+// the error.
+func parseCRC(path, what, h string) (uint32, error) {
+	v, err := strconv.ParseUint(h, 16, 32)
+	if len(h) != 8 || err != nil {
+		return 0, fmt.Errorf("%s: %s %q is not 8 hex digits", path, what, h)
+	}
+	return uint32(v), nil
 }

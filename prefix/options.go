@@ -29,6 +29,12 @@ type Options struct {
 	// once copying has begun, once more before the call returns (with
 	// done == total on success). Calls never overlap. It must not block.
 	Progress func(done, total int64)
+	// Landed, if set, hears during a Fetch that block b (BlockSize bytes
+	// at b·BlockSize) of the file at path is in place in the destination
+	// and checked: against its block CRC where the manifest has them,
+	// else once the whole file is. It is called from the copying streams
+	// and must not block.
+	Landed func(path string, b int)
 	// Logger receives debug and warning records, keyed by dataset; the
 	// caller adds its own context (the daemon: node and job). nil discards
 	// them.

@@ -10,8 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"golang.org/x/sys/unix"
-
-	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // A fetch: every file one ranged GET per s3RangeSize, pulled by the
@@ -36,10 +34,14 @@ func (s *s3Store) get(ctx context.Context, dataset, dstDir string, es []Entry, o
 // getRange fetches one range into the cache file.
 func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options, prog *progress) error {
 	f := j.f
-	if err := f.open(func() error { return s.openFetch(ctx, f) }); err != nil {
+	name := s.locateKey(f.key)
+	err := f.open(func() error {
+		f.sums.done = o.fetchedBlock(f.e, name)
+		return s.openFetch(ctx, f)
+	})
+	if err != nil {
 		return err
 	}
-	name := s.locateKey(f.key)
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &f.key}
 	if len(f.lens) > 1 {
 		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", j.off, j.off+j.n-1))
@@ -59,7 +61,11 @@ func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options,
 	if f.e.HasCRC && whole != f.e.CRC32C {
 		return &CorruptError{Path: name, Reason: fmt.Sprintf("crc32c %08x, manifest says %08x", whole, f.e.CRC32C)}
 	}
-	return setAttrs(int(f.f.Fd()), f.e, f.local)
+	if err := setAttrs(int(f.f.Fd()), f.e, f.local); err != nil {
+		return err
+	}
+	o.landedAll(f.e)
+	return nil
 }
 
 // receive reads one GET's body into the cache file at the range's offset
@@ -85,7 +91,7 @@ func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File,
 			return 0, err
 		}
 	}
-	var crc uint32
+	sum := f.sums.from(j.off)
 	pos := j.off
 	for pos < j.off+j.n {
 		k := min(int64(len(buf)), j.off+j.n-pos)
@@ -94,7 +100,9 @@ func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File,
 			if _, werr := f.f.WriteAt(buf[:n], pos); werr != nil {
 				return 0, pathErr("write", f.local, werr)
 			}
-			crc = crc32c.Update(crc, buf[:n])
+			if err := sum.add(buf[:n]); err != nil {
+				return 0, err
+			}
 			pos += int64(n)
 			prog.add(int64(n))
 		}
@@ -108,7 +116,7 @@ func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File,
 			return 0, err
 		}
 	}
-	return crc, nil
+	return sum.rangeCRC(j.off), nil
 }
 
 // openFetch creates the cache file at full length and, for a file of
@@ -149,4 +157,30 @@ func (s *s3Store) checkStored(f *s3File, size int64, sum *string) error {
 			*sum, crcHeader(f.e.CRC32C))}
 	}
 	return nil
+}
+
+// readAt reads the bytes with one ranged GET.
+func (s *s3Store) readAt(ctx context.Context, dataset string, e *Entry, off int64, buf []byte) (string, error) {
+	key := s.dataKey(dataset + "/" + e.Path)
+	name := s.locateKey(key)
+	if len(buf) == 0 {
+		return name, nil
+	}
+	out, err := s.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key,
+		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(buf))-1))})
+	if err != nil {
+		err = s.explain(err)
+		if isMissing(err) {
+			return name, &CorruptError{Path: name, Reason: "missing"}
+		}
+		return name, pathErr("fetch", name, err)
+	}
+	defer out.Body.Close()
+	if n, err := io.ReadFull(out.Body, buf); err != nil {
+		if err == io.ErrUnexpectedEOF || err == io.EOF {
+			return name, &CorruptError{Path: name, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", off+int64(n), e.Size)}
+		}
+		return name, pathErr("fetch", name, s.explain(err))
+	}
+	return name, nil
 }

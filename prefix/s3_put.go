@@ -37,6 +37,7 @@ type s3File struct {
 	local string // its path in the cache
 	lens  []int64
 	crcs  []uint32
+	sums  *blockSums
 	left  atomic.Int32
 
 	// Set once by the first part's stream.
@@ -84,9 +85,12 @@ func planS3(list []*s3File, piece int64) []s3Job {
 	sort.SliceStable(list, func(i, j int) bool { return list[i].e.Size > list[j].e.Size })
 	var jobs []s3Job
 	for _, f := range list {
+		// Whole blocks in every piece: each block is summed by one stream.
 		p := max(piece, (f.e.Size+s3MaxParts-1)/s3MaxParts)
+		p = (p + BlockSize - 1) / BlockSize * BlockSize
 		n := max(1, int((f.e.Size+p-1)/p))
 		f.lens, f.crcs = make([]int64, n), make([]uint32, n)
+		f.sums = newBlockSums(f.e.Size, nil)
 		f.left.Store(int32(n))
 		for i := range n {
 			off := int64(i) * p
@@ -180,7 +184,7 @@ func (s *s3Store) putPart(ctx context.Context, j *s3Job, buf []byte, o Options, 
 		return err
 	}
 	b := buf[:j.n]
-	crc, err := readPart(ctx, f.f, j.off, b, o, f.local)
+	crc, err := readPart(ctx, f.f, j.off, b, o, f.local, f.sums)
 	if err != nil {
 		return err
 	}
@@ -207,7 +211,10 @@ func (s *s3Store) putPart(ctx context.Context, j *s3Job, buf []byte, o Options, 
 	if !last {
 		return nil
 	}
-	f.e.CRC32C = whole
+	f.e.CRC32C, f.e.Blocks = whole, nil
+	if len(f.sums.sums) > 1 {
+		f.e.Blocks = f.sums.sums
+	}
 	if f.upload == "" {
 		return nil
 	}
@@ -250,9 +257,10 @@ func (s *s3Store) openUpload(ctx context.Context, f *s3File) error {
 }
 
 // readPart fills b from in at off in pieces of at most a copy buffer
-// (Limiter.Step), each paced by the limiter and added to the CRC32C as it arrives.
-func readPart(ctx context.Context, in *os.File, off int64, b []byte, o Options, name string) (uint32, error) {
-	var crc uint32
+// (Limiter.Step), each paced by the limiter and added to the file's block
+// CRC32Cs as it arrives, and returns the part's CRC32C.
+func readPart(ctx context.Context, in *os.File, off int64, b []byte, o Options, name string, sums *blockSums) (uint32, error) {
+	sum := sums.from(off)
 	for done := 0; done < len(b); {
 		k := min(len(b)-done, o.Limiter.Step(DefaultBufferSize))
 		waited, err := o.Limiter.Wait(ctx, k)
@@ -267,10 +275,12 @@ func readPart(ctx context.Context, in *os.File, off int64, b []byte, o Options, 
 			}
 			return 0, pathErr("read", name, err)
 		}
-		crc = crc32c.Update(crc, b[done:done+k])
+		if err := sum.add(b[done : done+k]); err != nil {
+			return 0, err
+		}
 		done += k
 	}
-	return crc, nil
+	return sum.rangeCRC(off), nil
 }
 
 // unsignedPayload leaves the request body out of the SigV4 signature, as

@@ -39,6 +39,10 @@ type store interface {
 	// checking each against its entry (size always, CRC32C with o.CRC) and
 	// reporting a mismatch as a *CorruptError.
 	get(ctx context.Context, dataset, dstDir string, es []Entry, o Options, prog *progress) error
+	// readAt fills buf with the bytes at off of regular file e of
+	// dataset (checked for its type and size where the store can), and
+	// names the file it read.
+	readAt(ctx context.Context, dataset string, e *Entry, off int64, buf []byte) (string, error)
 	// readMeta returns metadata file name; a missing one is an error
 	// wrapping fs.ErrNotExist. Files larger than maxMetadataSize are
 	// refused.
