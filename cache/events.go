@@ -43,6 +43,9 @@ import (
 //	           on another node (RemoveEntry, RenameEntry)
 //	Pointer    a pointer file at the mount root changed (Path;  fs (the kernel drops the name and
 //	           ChangePointers, RestorePointers); Info is zero  what it read of it)
+//	Arrival    the mount began or stopped showing a dataset     fs (the kernel drops the name, and
+//	           fetched at the start before its bytes are here  looks it up again)
+//	           (ArrivalChanged); Info holds its route only
 //
 // The store calls its listeners on the goroutine that made the change,
 // after the change is persisted (or kept in memory while the store is
@@ -70,12 +73,14 @@ const (
 	EventRemoved
 	EventEntry
 	EventPointer
+	EventArrival
 )
 
 var eventNames = [...]string{
 	EventStarted: "started", EventRenamed: "renamed", EventRuleFired: "rule fired", EventCompleted: "completed",
 	EventRecorded: "recorded", EventRevised: "revised", EventSettled: "settled", EventAdopted: "adopted",
 	EventFetched: "fetched", EventRemoved: "removed", EventEntry: "entry", EventPointer: "pointer",
+	EventArrival: "arrival",
 }
 
 // String returns the event's name.

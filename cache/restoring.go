@@ -184,3 +184,9 @@ func (s *Store) arrived(name string) {
 	delete(s.restore.arriving, name)
 	s.restore.mu.Unlock()
 }
+
+// ArrivalChanged reports that the mount began or stopped showing dataset
+// r, being fetched at the start, ahead of its bytes (an Arrival event).
+func (s *Store) ArrivalChanged(r Route) {
+	s.report(Event{Kind: EventArrival, Info: Info{Name: r.Name, Kind: r.Kind, Root: r.Root}})
+}

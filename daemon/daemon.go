@@ -21,6 +21,7 @@ import (
 	"github.com/scrfs/scrfs/peer"
 	"github.com/scrfs/scrfs/prefix"
 	"github.com/scrfs/scrfs/record"
+	"github.com/scrfs/scrfs/transfer"
 )
 
 // Options say what to run.
@@ -107,7 +108,8 @@ func Run(ctx context.Context, o Options) error {
 	defer d.node.Close()
 	f := d.cfg.Fuse
 	d.fsys = fs.New(fs.Options{Store: d.store, Job: d.node, Namespace: mountedNamespace{d.node.Namespace},
-		Logger: d.log, Registerer: d.reg,
+		Arrivals: mountedArrivals{d.node.Flusher},
+		Logger:   d.log, Registerer: d.reg,
 		EntryTimeout: f.EntryTimeout.Duration, AttrTimeout: f.AttrTimeout.Duration, NegativeTimeout: f.NegativeTimeout.Duration})
 	// What the last run left being written can never complete: it fails
 	// before a peer (a completion round) or the application can reach it.
@@ -280,6 +282,32 @@ func rulesOf(rules []config.CompleteRule) cache.Rules {
 		}
 	}
 	return r
+}
+
+// mountedArrivals is the checkpoint a restart fetches as the mount asks
+// for it.
+type mountedArrivals struct{ *transfer.Flusher }
+
+// Arrival returns the dataset arriving (a nil *Arrival stays a nil
+// interface).
+func (m mountedArrivals) Arrival() fs.Arrival {
+	if a := m.Flusher.Arrival(); a != nil {
+		return mountedArrival{a}
+	}
+	return nil
+}
+
+// mountedArrival is one arriving dataset as the mount asks for it.
+type mountedArrival struct{ *transfer.Arrival }
+
+func (m mountedArrival) Route() cache.Route { return m.Arrival.Route }
+func (m mountedArrival) View() *record.View { return m.Arrival.View }
+func (m mountedArrival) Open(ctx context.Context, e *record.Entry) (fs.RemoteFile, error) {
+	r, err := m.Arrival.Open(ctx, e)
+	if r == nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // mountedNamespace is the namespace as the mount asks for it.

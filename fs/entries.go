@@ -23,7 +23,7 @@ func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset
 		return nil, f.toErrno(err)
 	}
 	out.Attr.FromStat(&st)
-	cacheLong(d, out)
+	cacheLong(d.Writable(), out)
 	return parent.NewInode(ctx, &dsNode{fsys: f, ds: d}, stableOf(d, &st)), 0
 }
 
@@ -34,10 +34,10 @@ func (f *FS) entryNode(ctx context.Context, parent *gofs.Inode, d *cache.Dataset
 // beyond the first.
 const immutableTimeout = time.Hour
 
-// cacheLong lets the kernel keep entry out of complete dataset d for
-// immutableTimeout rather than the mount's timeouts.
-func cacheLong(d *cache.Dataset, out *fuse.EntryOut) {
-	if !d.Writable() {
+// cacheLong lets the kernel keep entry out of a complete dataset (not
+// writable) for immutableTimeout rather than the mount's timeouts.
+func cacheLong(writable bool, out *fuse.EntryOut) {
+	if !writable {
 		out.SetEntryTimeout(immutableTimeout)
 		out.SetAttrTimeout(immutableTimeout)
 	}

@@ -70,7 +70,7 @@ func datasetOf(ch *gofs.Inode) *cache.Dataset {
 	case *dsNode:
 		return n.ds
 	case *remoteNode:
-		return n.ds
+		return n.src.dataset()
 	}
 	return nil
 }

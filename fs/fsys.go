@@ -24,7 +24,10 @@ type Options struct {
 	Job Job
 	// Namespace makes every complete, recorded dataset show what every
 	// node of the job wrote; nil: every node shows only its own files.
-	Namespace  Namespace
+	Namespace Namespace
+	// Arrivals shows the checkpoint a restart fetches from the prefix
+	// before its bytes are here; nil: it appears once fetched.
+	Arrivals   Arrivals
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer // nil: no metrics exported
 	// EntryTimeout, AttrTimeout and NegativeTimeout are how long the
@@ -48,6 +51,7 @@ type FS struct {
 	dirs        dirCache
 	job         Job
 	ns          Namespace // nil: every node shows only its own files
+	arrivals    Arrivals  // nil: no dataset is shown before it is fetched
 
 	// server is set once mounted (Mounted), while the tree serves: only
 	// then can nodes notify the kernel.
@@ -72,6 +76,7 @@ func New(opts Options) *FS {
 		owner:           owner{uint32(os.Getuid()), uint32(os.Getgid())},
 		job:             opts.Job,
 		ns:              opts.Namespace,
+		arrivals:        opts.Arrivals,
 		entryTimeout:    opts.EntryTimeout,
 		attrTimeout:     opts.AttrTimeout,
 		negativeTimeout: opts.NegativeTimeout,

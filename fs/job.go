@@ -111,5 +111,7 @@ func (f *FS) hear(e cache.Event) {
 		f.entryChanged(e.Info, e.Path)
 	case cache.EventPointer:
 		f.pointerChanged(e.Path)
+	case cache.EventArrival:
+		f.arrivalChanged(e.Route())
 	}
 }

@@ -107,7 +107,7 @@ func (n *dsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 	defer e.release()
 	if n.fsys.sharedFile(n.ds, rel) {
 		// This node's copy holds only its part of the file.
-		return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, rel, out)
+		return n.fsys.remoteChild(ctx, n.EmbeddedInode(), dsSource{n.fsys, n.ds}, rel, out)
 	}
 	ch, errno = n.fsys.entryNode(ctx, n.EmbeddedInode(), n.ds, e, out)
 	switch {
@@ -116,7 +116,7 @@ func (n *dsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 	case n.fsys.namesShared(n.ds):
 		return n.lookupElsewhere(ctx, name, rel, out)
 	}
-	return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, rel, out)
+	return n.fsys.remoteChild(ctx, n.EmbeddedInode(), dsSource{n.fsys, n.ds}, rel, out)
 }
 
 // Readdir lists a dataset directory; at the dataset's root, without

@@ -27,6 +27,9 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 	if err := n.fsys.store.AwaitRestored(ctx, n.mountPath(), p); err != nil {
 		return nil, syscall.EINTR // interrupted (Go's and Python's runtimes call again): never ENOENT for a checkpoint on its way
 	}
+	if a := n.fsys.arrivalAt(p); a != nil {
+		return n.arrivalRoot(ctx, a, out)
+	}
 	if d := n.anchoredDataset(p, true); d != nil {
 		return n.datasetRootNode(ctx, d, out)
 	}
@@ -38,7 +41,7 @@ func (n *nsNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (c
 		defer e.release()
 		ch, errno = n.fsys.entryNode(ctx, n.EmbeddedInode(), d, e, out)
 		if errno == syscall.ENOENT {
-			return n.fsys.remoteChild(ctx, n.EmbeddedInode(), d, name, out)
+			return n.fsys.remoteChild(ctx, n.EmbeddedInode(), dsSource{n.fsys, d}, name, out)
 		}
 		return ch, errno
 	}
@@ -55,7 +58,7 @@ func (n *nsNode) datasetRootNode(ctx context.Context, d *cache.Dataset, out *fus
 		return nil, n.fsys.toErrno(err)
 	}
 	out.Attr.FromStat(&st)
-	cacheLong(d, out)
+	cacheLong(d.Writable(), out)
 	return n.NewInode(ctx, &dsNode{fsys: n.fsys, ds: d, root: true}, stableOf(d, &st)), 0
 }
 
@@ -91,9 +94,16 @@ func (n *nsNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno syscall.
 func (n *nsNode) datasetEntries(ctx context.Context) []fuse.DirEntry {
 	here := n.mountPath()
 	var entries []fuse.DirEntry
+	arriving := ""
+	if a := n.fsys.arrival(); a != nil && a.Route().Kind == cache.KindDir && parentOf(a.Route().Root) == here {
+		arriving = a.Route().Root
+		entries = append(entries, fuse.DirEntry{Name: path.Base(arriving), Mode: syscall.S_IFDIR})
+	}
 	for _, d := range n.fsys.store.Datasets() {
 		r := d.Route()
 		switch {
+		case r.Kind == cache.KindDir && r.Root == arriving:
+			// Shown arriving until recorded here.
 		case r.Kind == cache.KindDir && parentOf(r.Root) == here:
 			var st syscall.Stat_t
 			if syscall.Lstat(d.Dir(), &st) == nil {
@@ -116,7 +126,7 @@ func (n *nsNode) datasetEntries(ctx context.Context) []fuse.DirEntry {
 				entries = append(entries, fuse.DirEntry{Name: de.Name(), Mode: modeOf(de.Type()), Ino: ino})
 				local[de.Name()] = true
 			}
-			entries = append(entries, n.fsys.remoteEntries(d, ".", local)...)
+			entries = append(entries, n.fsys.remoteEntries(dsSource{n.fsys, d}, ".", local)...)
 		}
 	}
 	return entries

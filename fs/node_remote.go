@@ -45,7 +45,7 @@ type RemoteFile interface {
 type remoteNode struct {
 	gofs.Inode
 	fsys *FS
-	ds   *cache.Dataset
+	src  source
 	rel  string // path inside the dataset
 
 	opens // the kernel's I/O mode of this file's opens (remote_file.go)
@@ -90,12 +90,45 @@ func (f *FS) recorded(info cache.Info) {
 	}
 }
 
-// remoteChild returns the node of entry rel of complete dataset d that
-// this node's cache directory lacks, as a child of parent, or ENOENT.
-func (f *FS) remoteChild(ctx context.Context, parent *gofs.Inode, d *cache.Dataset, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	v := f.view(d)
+// source is what a remoteNode shows: a complete dataset's job-wide view
+// through the namespace, or a dataset arriving from the prefix.
+type source interface {
+	view() *record.View
+	open(ctx context.Context, e *record.Entry) (string, RemoteFile, error)
+	dataset() *cache.Dataset // nil for an arrival
+	writable() bool
+}
+
+// dsSource is a dataset of the cache and the namespace's view of it.
+type dsSource struct {
+	f *FS
+	d *cache.Dataset
+}
+
+func (s dsSource) view() *record.View { return s.f.view(s.d) }
+func (s dsSource) open(ctx context.Context, e *record.Entry) (string, RemoteFile, error) {
+	return s.f.ns.Open(ctx, s.d.Name(), e)
+}
+func (s dsSource) dataset() *cache.Dataset { return s.d }
+func (s dsSource) writable() bool          { return s.d.Writable() }
+
+// arrivalSource is a dataset being fetched at the start.
+type arrivalSource struct{ a Arrival }
+
+func (s arrivalSource) view() *record.View { return s.a.View() }
+func (s arrivalSource) open(ctx context.Context, e *record.Entry) (string, RemoteFile, error) {
+	r, err := s.a.Open(ctx, e)
+	return "", r, err
+}
+func (s arrivalSource) dataset() *cache.Dataset { return nil }
+func (s arrivalSource) writable() bool          { return false }
+
+// remoteChild returns the node of entry rel of src that this node's cache
+// directory lacks, as a child of parent, or ENOENT.
+func (f *FS) remoteChild(ctx context.Context, parent *gofs.Inode, src source, rel string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	v := src.view()
 	if v == nil {
-		if !d.Writable() {
+		if !src.writable() {
 			// Complete but not yet recorded here: the names other nodes
 			// wrote appear with the record, so "no such file" must not be
 			// remembered by the kernel until then.
@@ -108,15 +141,15 @@ func (f *FS) remoteChild(ctx context.Context, parent *gofs.Inode, d *cache.Datas
 		return nil, syscall.ENOENT
 	}
 	fillRemote(e, &out.Attr)
-	cacheLong(d, out)
-	n := &remoteNode{fsys: f, ds: d, rel: e.Path}
+	cacheLong(src.writable(), out)
+	n := &remoteNode{fsys: f, src: src, rel: e.Path}
 	return parent.NewInode(ctx, n, gofs.StableAttr{Mode: typeBits(e.Meta.Type)}), 0
 }
 
-// remoteEntries lists the entries of directory rel of complete dataset d
-// that other nodes wrote and have names not in local.
-func (f *FS) remoteEntries(d *cache.Dataset, rel string, local map[string]bool) []fuse.DirEntry {
-	v := f.view(d)
+// remoteEntries lists the entries of directory rel of src that other
+// nodes wrote and have names not in local.
+func (f *FS) remoteEntries(src source, rel string, local map[string]bool) []fuse.DirEntry {
+	v := src.view()
 	if v == nil {
 		return nil
 	}
@@ -143,12 +176,12 @@ func (f *FS) withRemote(local gofs.DirStream, d *cache.Dataset, rel string) (gof
 		entries = append(entries, e)
 		names[e.Name] = true
 	}
-	return gofs.NewListDirStream(append(entries, f.remoteEntries(d, rel, names)...)), 0
+	return gofs.NewListDirStream(append(entries, f.remoteEntries(dsSource{f, d}, rel, names)...)), 0
 }
 
 // entry returns the node's current entry in its dataset's view.
 func (n *remoteNode) entry() (*record.Entry, syscall.Errno) {
-	v := n.fsys.view(n.ds)
+	v := n.src.view()
 	if v == nil {
 		return nil, syscall.ENOENT
 	}
@@ -174,7 +207,7 @@ func (n *remoteNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 // Lookup finds an entry of a directory only other nodes wrote.
 func (n *remoteNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (ch *gofs.Inode, errno syscall.Errno) {
 	defer n.fsys.observe(opLookup, time.Now(), &errno)
-	return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.ds, path.Join(n.rel, name), out)
+	return n.fsys.remoteChild(ctx, n.EmbeddedInode(), n.src, path.Join(n.rel, name), out)
 }
 
 // Readdir lists a directory only other nodes wrote.
@@ -185,7 +218,7 @@ func (n *remoteNode) Readdir(ctx context.Context) (ds gofs.DirStream, errno sysc
 		parent = p.StableAttr().Ino
 	}
 	entries := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR, Ino: n.StableAttr().Ino}, {Name: "..", Mode: syscall.S_IFDIR, Ino: parent}}
-	entries = append(entries, n.fsys.remoteEntries(n.ds, n.rel, nil)...)
+	entries = append(entries, n.fsys.remoteEntries(n.src, n.rel, nil)...)
 	return gofs.NewListDirStream(entries), 0
 }
 

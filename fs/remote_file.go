@@ -52,7 +52,7 @@ func (n *remoteNode) Open(ctx context.Context, flags uint32) (fh gofs.FileHandle
 	}
 	n.mu.Unlock()
 	// The open may wait for the fetch of a small file: not under n.mu.
-	local, r, err := n.fsys.ns.Open(ctx, n.ds.Name(), e)
+	local, r, err := n.src.open(ctx, e)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return nil, 0, syscall.EINTR

@@ -30,7 +30,8 @@ import (
 //     changed a pointer file since the start: the pointer files shown are
 //     the newest restored checkpoint's (pointers);
 //   - the dataset fetched at the start is recorded or leaves the cache:
-//     the mount stops waiting for the restore (decideOnRecord).
+//     the mount stops waiting for the restore (decideOnRecord), and stops
+//     showing it arriving (transfer).
 //
 // Started, Adopted, Entry and Pointer concern the mount only (package fs
 // hears them). Each protocol's part returns at once; what takes time runs in the
@@ -49,6 +50,7 @@ func (n *Node) hear(e cache.Event) {
 		n.protect(e.Info)
 		n.Pointers.Restore()
 		n.recordedOrGone(e.Info.Name)
+		n.Flusher.Recorded(e.Info.Name)
 	case cache.EventSettled:
 		n.Flusher.Settled(e.Info.Name)
 	case cache.EventRevised:

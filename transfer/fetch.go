@@ -55,6 +55,7 @@ type fetchState struct {
 	staged   map[string]fetchStage // fetched and waiting for commit, by round
 	restored *Restored             // what this node's restore restored
 	fetching *Fetching             // this node's part of a fetch, while it copies
+	arrival  *Arrival              // the dataset being fetched as the mount shows it
 }
 
 // Fetching is this node's part of a fetch from the prefix while it copies,

@@ -33,11 +33,30 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	if err := os.RemoveAll(staging); err != nil {
 		return nil, fmt.Errorf("fetch %s: clear staging directory: %w", m.Dataset, err)
 	}
+	ps, err := f.readPointers(ctx, man)
+	if err != nil {
+		return nil, f.fetchFailed(m.Dataset, staging, err)
+	}
+	// A job of another size than the one that flushed: node j takes a run
+	// of consecutive parts (assignedParts); the namespace shows every node
+	// all of them.
+	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
+	o := f.opts
+	o.Limiter = nil // the job waits for its checkpoint: no throttle
+	if arrivable(man) && (m.Kind == "" || cache.Kind(m.Kind) == cache.KindDir) && ctx.Err() == nil {
+		if err := os.MkdirAll(staging, 0o700); err != nil {
+			return nil, f.fetchFailed(m.Dataset, staging, fmt.Errorf("fetch %s: %w", m.Dataset, err))
+		}
+		a, err := f.newArrival(m, man, entries, staging)
+		if err != nil {
+			return nil, f.fetchFailed(m.Dataset, staging, err)
+		}
+		f.showArrival(a, ps)
+		o.Landed = a.landed
+	}
 	var meter rateMeter
 	start := time.Now()
 	meter.begin(start)
-	o := f.opts
-	o.Limiter = nil // the job waits for its checkpoint: no throttle
 	o.Progress = func(done, total int64) {
 		rate := meter.update(done, total)
 		f.met.rate.WithLabelValues("fetch").Set(rate)
@@ -51,10 +70,6 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 		f.fetch.fetching = nil
 		f.fetch.mu.Unlock()
 	}()
-	// A job of another size than the one that flushed: node j takes a run
-	// of consecutive parts (assignedParts); the namespace shows every node
-	// all of them.
-	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	err = f.prefix.Fetch(ctx, m.Dataset, staging, entries, o)
 	if err == nil && m.RootMode != 0 {
 		if err = syscall.Chmod(staging, m.RootMode); err != nil {
@@ -62,17 +77,11 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 		}
 	}
 	f.met.rate.WithLabelValues("fetch").Set(0)
-	if err == nil {
-		err = f.fetchPointers(ctx, man, staging)
+	if err == nil && ps != nil {
+		err = cache.SavePointers(staging, ps)
 	}
 	if err != nil {
-		os.RemoveAll(staging)
-		if prefix.CopyFault(err) {
-			err = fmt.Errorf("%w: %w", ErrBadCopy, err)
-		} else {
-			f.log.Warn("fetch failed here for a reason of this node, not of the prefix copy", "dataset", m.Dataset, "err", err)
-		}
-		return nil, err
+		return nil, f.fetchFailed(m.Dataset, staging, err)
 	}
 	res := fetchReply{Seconds: time.Since(start).Seconds()}
 	for _, e := range entries {
@@ -87,19 +96,32 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	return res, nil
 }
 
-// fetchPointers keeps the pointer files flushed with the dataset of
-// manifest man (verified against it, checked) with its staged copy in dir:
-// a restart that restores it shows them (package pointers).
-func (f *Flusher) fetchPointers(ctx context.Context, man *prefix.Manifest, dir string) error {
+// readPointers reads the pointer files flushed with the dataset of
+// manifest man (verified against it, checked): a restart that restores it
+// shows them (package pointers); nil if it kept none.
+func (f *Flusher) readPointers(ctx context.Context, man *prefix.Manifest) ([]cache.Pointer, error) {
 	b, err := f.prefix.ReadPointers(ctx, man)
 	if err != nil || b == nil {
-		return err
+		return nil, err
 	}
 	ps, err := cache.DecodePointers(b)
 	if err != nil {
-		return fmt.Errorf("fetch %s: the pointer files in the prefix: %w", man.Dataset, err)
+		return nil, fmt.Errorf("fetch %s: the pointer files in the prefix: %w", man.Dataset, err)
 	}
-	return cache.SavePointers(dir, ps)
+	return ps, nil
+}
+
+// fetchFailed drops what a failed fetch of dataset staged, stops showing
+// it, and returns err as the fetch's error: ErrBadCopy when the prefix's
+// copy is to blame.
+func (f *Flusher) fetchFailed(dataset, staging string, err error) error {
+	os.RemoveAll(staging)
+	f.endArrival(dataset)
+	if prefix.CopyFault(err) {
+		return fmt.Errorf("%w: %w", ErrBadCopy, err)
+	}
+	f.log.Warn("fetch failed here for a reason of this node, not of the prefix copy", "dataset", dataset, "err", err)
+	return err
 }
 
 // handleCommit adopts a staged fetch into the cache, shows it in the mount
@@ -127,8 +149,10 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	_, err := f.o.Store.Adopt(route, cache.Complete, f.o.Store.StagingDir(m.Dataset), m.Seq, m.Completed)
 	if err != nil {
 		os.RemoveAll(f.o.Store.StagingDir(m.Dataset))
+		f.endArrival(m.Dataset)
 		return nil, err
 	}
+	f.adopted(m.Dataset)
 	f.mu.Lock()
 	f.fetched[m.Dataset] = prefix.IndexEntry{Name: m.Dataset, ID: m.ID}
 	f.mu.Unlock()
@@ -147,6 +171,7 @@ func (f *Flusher) handleAbort(ctx context.Context, from int, m fetchMsg) (any, e
 	f.fetch.mu.Lock()
 	delete(f.fetch.staged, m.Round)
 	f.fetch.mu.Unlock()
+	f.endArrival(m.Dataset)
 	if err := os.RemoveAll(f.o.Store.StagingDir(m.Dataset)); err != nil {
 		return nil, fmt.Errorf("drop staged fetch of %s: %w", m.Dataset, err)
 	}

@@ -60,6 +60,13 @@ type Store interface {
 	// Arriving marks (node 0) a dataset the restore fetches, until it
 	// settles or done is called: the stock-taking passes it by.
 	Arriving(name string) (done func())
+	// ArrivalChanged reports that the mount shows a dataset being fetched
+	// at route r (Flusher.Arrival), or no longer does; Decided that the
+	// job decided what it restores; ShowPointers shows the pointer files
+	// of the checkpoint restored.
+	ArrivalChanged(r cache.Route)
+	Decided()
+	ShowPointers(ps []cache.Pointer)
 }
 
 // Options configure a Flusher.
@@ -134,6 +141,7 @@ type Flusher struct {
 	startOnce sync.Once
 	wake      chan struct{} // capacity 1: the job queue grew
 	fetch     fetchState
+	blockBufs sync.Pool // *[]byte of prefix.BlockSize, for blocks read ahead of a fetch
 
 	// mu protects the fields below. Never call the store while holding mu:
 	// the store's events (Removed) take it.
@@ -179,6 +187,7 @@ func New(o Options) (*Flusher, error) {
 		fetched:  map[string]prefix.IndexEntry{},
 	}
 	f.fetch.decided = make(chan struct{})
+	f.blockBufs.New = func() any { b := make([]byte, prefix.BlockSize); return &b }
 	st, err := loadFlushState(o.ControlDir)
 	if err != nil {
 		f.log.Warn("flush state unreadable; starting the flush counter afresh", "err", err)
@@ -317,6 +326,7 @@ func (f *Flusher) Lost(info cache.Info) {
 	if info.State == cache.Failed {
 		why = "failed: " + info.Reason
 	}
+	f.goneArrival(info.Name)
 	f.mu.Lock()
 	f.state.lose(info.Name, why)
 	err := f.state.save(f.o.ControlDir)

@@ -14,6 +14,7 @@ type flushMetrics struct {
 	newest prometheus.Gauge
 	rounds *prometheus.CounterVec
 	rate   *prometheus.GaugeVec
+	demand prometheus.Counter
 
 	mu       sync.Mutex // protects newestTS
 	newestTS float64
@@ -34,6 +35,11 @@ func newFlushMetrics(reg prometheus.Registerer) *flushMetrics {
 			Namespace: "scrfs", Subsystem: "flush", Name: "rate_bytes_per_second",
 			Help: "This node's current copy rate to (op=flush) or from (op=fetch) the prefix; 0 when idle.",
 		}, []string{"op"}),
+		demand: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "scrfs", Subsystem: "fetch", Name: "demand_bytes_total",
+			Help: "Bytes of a checkpoint being fetched at the start that reads asked for before the fetch brought them, " +
+				"read from the prefix ahead of it.",
+		}),
 	}
 	for _, op := range []string{"flush", "fetch"} {
 		m.rate.WithLabelValues(op)
@@ -42,7 +48,7 @@ func newFlushMetrics(reg prometheus.Registerer) *flushMetrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.newest, m.rounds, m.rate)
+		reg.MustRegister(m.newest, m.rounds, m.rate, m.demand)
 	}
 	return m
 }
