@@ -97,6 +97,9 @@ type source interface {
 	open(ctx context.Context, e *record.Entry) (string, RemoteFile, error)
 	dataset() *cache.Dataset // nil for an arrival
 	writable() bool
+	// cached says whether reads of a copy still being filled may go
+	// through the kernel's page cache (see remoteNode.Open).
+	cached() bool
 }
 
 // dsSource is a dataset of the cache and the namespace's view of it.
@@ -111,6 +114,7 @@ func (s dsSource) open(ctx context.Context, e *record.Entry) (string, RemoteFile
 }
 func (s dsSource) dataset() *cache.Dataset { return s.d }
 func (s dsSource) writable() bool          { return s.d.Writable() }
+func (s dsSource) cached() bool            { return false }
 
 // arrivalSource is a dataset being fetched at the start.
 type arrivalSource struct{ a Arrival }
@@ -122,6 +126,7 @@ func (s arrivalSource) open(ctx context.Context, e *record.Entry) (string, Remot
 }
 func (s arrivalSource) dataset() *cache.Dataset { return nil }
 func (s arrivalSource) writable() bool          { return false }
+func (s arrivalSource) cached() bool            { return true }
 
 // remoteChild returns the node of entry rel of src that this node's cache
 // directory lacks, as a child of parent, or ENOENT.
