@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -9,8 +11,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/scrfs/scrfs/internal/s3test"
 	"github.com/scrfs/scrfs/internal/testutil"
@@ -175,4 +181,76 @@ func (p *throttledProxy) close() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// TestArrivalCorruptBlock: a block of the checkpoint being fetched that
+// does not match the manifest's CRC of it fails its read (EIO), never
+// serving a wrong byte; the fetch fails too, the checkpoint is no longer
+// shown, and the job restores the older one, intact.
+func TestArrivalCorruptBlock(t *testing.T) {
+	srv := s3test.Start(t)
+	requireFUSE(t)
+	px := startThrottledProxy(t, srv.Addr, 4<<20)
+	c := s3Cluster(t, srv, 2, "bad", "AWS_ENDPOINT_URL_S3=http://"+px.addr()).Start()
+	writeRandom(t, c.Nodes[1].Path("ckpt.1", "state.bin"), 100_000, 1)
+	completeOn(t, c, "ckpt.1")
+	sums1 := clusterSums(t, c, "ckpt.1")
+	// Two ranges of the object store's fetch, five blocks.
+	writeRandom(t, c.Nodes[1].Path("ckpt.2", "rank_1.bin"), 5*prefix.BlockSize-100, 2)
+	completeOn(t, c, "ckpt.2")
+	for _, ds := range []string{"ckpt.1", "ckpt.2"} {
+		if out, errs, code := c.Nodes[0].CLI("flush", "--wait", ds); code != 0 {
+			t.Fatalf("flush %s: exit %d: %s%s", ds, code, out, errs)
+		}
+	}
+	// A byte of block 2 flipped by someone who can write the bucket, the
+	// object stored without a checksum of its own: only the manifest's
+	// block CRC can tell.
+	cl, ctx := srv.Client(), context.Background()
+	key := aws.String("bad/ckpt.2/rank_1.bin")
+	obj, err := cl.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s3test.Bucket), Key: key})
+	must(t, err)
+	b, err := io.ReadAll(obj.Body)
+	obj.Body.Close()
+	must(t, err)
+	b[2*prefix.BlockSize+5] ^= 0x40
+	_, err = cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3test.Bucket), Key: key, Body: bytes.NewReader(b)})
+	must(t, err)
+
+	for _, n := range c.Nodes {
+		must(t, n.Stop())
+		wipe(t, n)
+	}
+	px.slow.Store(true)
+	for _, n := range c.Nodes {
+		n.StartNoWait()
+	}
+	n1 := c.Nodes[1]
+	testutil.Eventually(t, 30*time.Second, "node 1's mount appears", func() bool { return mounted(n1.Mount) })
+	got := make([]byte, 4096)
+	f, err := os.Open(n1.Path("ckpt.2", "rank_1.bin"))
+	if err == nil {
+		_, err = f.ReadAt(got, 2*prefix.BlockSize)
+		f.Close()
+		if err == nil {
+			t.Fatal("a read of the corrupt block succeeded")
+		}
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("a read of the corrupt block: %v, want EIO", err)
+		}
+		t.Logf("the read of the corrupt block failed: %v", err)
+	} else if !os.IsNotExist(err) {
+		t.Fatalf("open of the corrupt checkpoint's file: %v", err)
+	} else {
+		t.Logf("the fetch failed before the read: %v", err)
+	}
+	c.WaitAll(60*time.Second, "scrfs ready")
+	c.Nodes[0].WaitLog(time.Second, "fetch failed, recorded in the index", "dataset=ckpt.2")
+	c.WaitCompleted(time.Second, "ckpt.1")
+	for i, n := range c.Nodes {
+		sameSums(t, fmt.Sprintf("ckpt.1 on node %d", i), withoutMeta(treeSums(t, n.CacheDir("ckpt.1"))), sums1[i])
+		if _, err := os.Stat(n.Path("ckpt.2")); !os.IsNotExist(err) {
+			t.Fatalf("node %d shows the failed ckpt.2: %v", i, err)
+		}
+	}
 }
