@@ -224,7 +224,16 @@ func New(o Options) (*Flusher, error) {
 // Close cancels flushes and fetches under way (the intent of a round stays
 // recorded and is redone after a restart) and waits for every goroutine
 // the Flusher started.
-func (f *Flusher) Close() { f.g.Stop() }
+func (f *Flusher) Close() {
+	f.g.Stop()
+	f.fetch.mu.Lock()
+	a := f.fetch.arrival
+	f.fetch.arrival = nil
+	f.fetch.mu.Unlock()
+	if a != nil {
+		a.release() // the mount is gone: its opens are over
+	}
+}
 
 // all returns every node index of the job.
 func (f *Flusher) all() []int {
