@@ -27,7 +27,8 @@ import (
 // checkpoint in a prefix slower than the checkpoint is large), the mount
 // shows the checkpoint before it is fetched, never an empty mount a
 // framework would take for no checkpoint at all: the first listing names
-// it while the fetch is still running, and a rank reading the tail of its
+// it and the pointer file kept with it while the fetch is still running,
+// every node reads that pointer file, and a rank reading the tail of its
 // file first (as a zip reader does) gets the right bytes at once, read
 // from the prefix ahead of the fetch and checked; `scrfs status` shows
 // the fetch's progress meanwhile, and everything reads back identical.
@@ -46,6 +47,7 @@ func TestCheckpointReadAtStart(t *testing.T) {
 	}
 	completeOn(t, c, "ckpt.1")
 	all, _ := union(t, clusterSums(t, c, "ckpt.1"))
+	must(t, os.WriteFile(c.Nodes[0].Path("latest"), []byte("ckpt.1"), 0o644)) // as DeepSpeed's pointer
 	tail := make([]byte, 4096)
 	{
 		f, err := os.Open(c.Nodes[1].Path("ckpt.1", "rank_1.bin"))
@@ -70,8 +72,11 @@ func TestCheckpointReadAtStart(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "the mounts appear", func() bool { return mounted(n0.Mount) && mounted(n1.Mount) })
 	entries, err := os.ReadDir(n0.Mount)
 	must(t, err)
-	if len(entries) != 1 || entries[0].Name() != "ckpt.1" {
-		t.Fatalf("node 0's first listing: %v, want ckpt.1", entries)
+	if len(entries) != 2 || entries[0].Name() != "ckpt.1" || entries[1].Name() != "latest" {
+		t.Fatalf("node 0's first listing: %v, want ckpt.1 and latest", entries)
+	}
+	if b, err := os.ReadFile(n1.Path("latest")); err != nil || string(b) != "ckpt.1" {
+		t.Fatalf("node 1's latest during the fetch: %q, %v", b, err)
 	}
 	f, err := os.Open(n1.Path("ckpt.1", "rank_1.bin"))
 	must(t, err)

@@ -28,7 +28,8 @@ import (
 //     namespace forget it;
 //   - it is recorded or leaves the cache while the application has not
 //     changed a pointer file since the start: the pointer files shown are
-//     the newest restored checkpoint's (pointers);
+//     the newest restored checkpoint's (pointers), or while a checkpoint
+//     arrives from the prefix, still the arriving one's;
 //   - the dataset fetched at the start is recorded or leaves the cache:
 //     the mount stops waiting for the restore (decideOnRecord), and stops
 //     showing it arriving (transfer).
@@ -48,9 +49,9 @@ func (n *Node) hear(e cache.Event) {
 	case cache.EventRecorded:
 		n.Names.Drop(e.Info.Name)
 		n.protect(e.Info)
-		n.Pointers.Restore()
-		n.recordedOrGone(e.Info.Name)
 		n.Flusher.Recorded(e.Info.Name)
+		n.restorePointers()
+		n.recordedOrGone(e.Info.Name)
 	case cache.EventSettled:
 		n.Flusher.Settled(e.Info.Name)
 	case cache.EventRevised:
@@ -62,8 +63,18 @@ func (n *Node) hear(e cache.Event) {
 		n.Complete.Changed()
 		n.Namespace.Drop(e.Info.Name)
 		n.Names.Drop(e.Info.Name)
-		n.Pointers.Restore()
+		n.restorePointers()
 		n.recordedOrGone(e.Info.Name)
+	}
+}
+
+// restorePointers shows the newest served checkpoint's pointer files,
+// unless a checkpoint is arriving: the mount shows its pointer files
+// until it is recorded here (then this runs again), not those of an older
+// one the cache still serves.
+func (n *Node) restorePointers() {
+	if n.Flusher.Arrival() == nil {
+		n.Pointers.Restore()
 	}
 }
 
