@@ -122,6 +122,9 @@ type (
 		// RootMode is the dataset directory's mode, from its record (the
 		// manifest lists what is inside); 0: as the fetch makes it.
 		RootMode uint32 `json:"root_mode,omitempty"`
+		// Bad marks a fetch-abort for the fault of the prefix's copy: the
+		// dataset will not be tried again.
+		Bad bool `json:"bad,omitempty"`
 	}
 	fetchReply struct {
 		Files   int64   `json:"files"`
@@ -177,7 +180,11 @@ func (f *Flusher) Restore(ctx context.Context) {
 	}
 	f.fetch.mu.Lock()
 	f.fetch.restored = r
+	a := f.fetch.arrival
 	f.fetch.mu.Unlock()
+	if a != nil && (r.From != FromPrefix || r.Dataset != a.dataset) {
+		f.endArrival(a.dataset) // a fetch that failed for a node's reason, given up
+	}
 	switch {
 	case r.From == FromNone && !out.Fresh:
 		f.log.Error("no checkpoint in the cache and none fetched from the prefix: starting with an empty cache", "reason", out.Reason)
@@ -522,7 +529,9 @@ func (f *Flusher) tryFetch(ctx context.Context, e prefix.IndexEntry) (failures [
 	}
 	bctx, cancel := context.WithTimeout(ctx, f.o.ConnectTimeout)
 	defer cancel()
-	errsCommit := f.net.CallAll(bctx, f.all(), kind, msg)
+	end := msg
+	end.Bad = len(failures) > 0
+	errsCommit := f.net.CallAll(bctx, f.all(), kind, end)
 	for n, err := range errsCommit {
 		// A node that staged and cannot adopt now holds nothing: the
 		// others restart from e, it from nothing. Say so loudly.

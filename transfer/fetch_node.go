@@ -111,13 +111,16 @@ func (f *Flusher) readPointers(ctx context.Context, man *prefix.Manifest) ([]cac
 	return ps, nil
 }
 
-// fetchFailed drops what a failed fetch of dataset staged, stops showing
-// it, and returns err as the fetch's error: ErrBadCopy when the prefix's
-// copy is to blame.
+// fetchFailed drops what a failed fetch of dataset staged and returns err
+// as the fetch's error: ErrBadCopy when the prefix's copy is to blame, and
+// then the mount stops showing it. One that failed for this node's own
+// reason is tried again: the mount shows it meanwhile (an empty mount
+// would tell a framework there is no checkpoint), until the retry's
+// arrival takes its place or the restore gives up (Restore).
 func (f *Flusher) fetchFailed(dataset, staging string, err error) error {
 	os.RemoveAll(staging)
-	f.endArrival(dataset)
 	if prefix.CopyFault(err) {
+		f.endArrival(dataset)
 		return fmt.Errorf("%w: %w", ErrBadCopy, err)
 	}
 	f.log.Warn("fetch failed here for a reason of this node, not of the prefix copy", "dataset", dataset, "err", err)
@@ -171,7 +174,9 @@ func (f *Flusher) handleAbort(ctx context.Context, from int, m fetchMsg) (any, e
 	f.fetch.mu.Lock()
 	delete(f.fetch.staged, m.Round)
 	f.fetch.mu.Unlock()
-	f.endArrival(m.Dataset)
+	if m.Bad {
+		f.endArrival(m.Dataset) // else it is tried again: see fetchFailed
+	}
 	if err := os.RemoveAll(f.o.Store.StagingDir(m.Dataset)); err != nil {
 		return nil, fmt.Errorf("drop staged fetch of %s: %w", m.Dataset, err)
 	}
