@@ -149,6 +149,25 @@ func (af *arrivingFile) create() error {
 	return nil
 }
 
+// adoptedCopy opens the file's copy in the cache, where the fetch's
+// commit moved it whole.
+func (af *arrivingFile) adoptedCopy() error {
+	a := af.a
+	d := a.f.o.Store.Get(a.dataset)
+	if d == nil {
+		return fmt.Errorf("open %s/%s: the checkpoint is no longer in the cache: %w", a.dataset, af.e.Path, os.ErrNotExist)
+	}
+	fd, err := unix.Open(filepath.Join(d.Dir(), af.e.Path), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("open %s/%s in the cache: %w", a.dataset, af.e.Path, err)
+	}
+	af.fd = fd
+	for b := range af.landed {
+		af.landed[b] = true
+	}
+	return nil
+}
+
 // scratchFile opens an unnamed file for another node's file, gone with
 // its last descriptor.
 func (af *arrivingFile) scratchFile() error {
@@ -177,9 +196,11 @@ func (a *Arrival) Open(ctx context.Context, e *record.Entry) (*ArrivingFile, err
 	defer af.mu.Unlock()
 	switch {
 	case af.fd < 0 && af.staged != "":
-		// The arrival ended and its copy moved into the cache: the
-		// dataset's own node serves it now.
-		return nil, fmt.Errorf("open %s/%s: the checkpoint is recorded here now: look it up again: %w", a.dataset, e.Path, os.ErrNotExist)
+		// The arrival ended, its copy adopted into the cache whole; the
+		// kernel may still know the file by this node of it a moment.
+		if err := af.adoptedCopy(); err != nil {
+			return nil, err
+		}
 	case af.fd < 0:
 		if err := af.scratchFile(); err != nil {
 			return nil, err
