@@ -101,6 +101,25 @@ func (c *memFileConn) RecvToFile(ctx context.Context, head []byte, f *os.File, o
 	return head, nil
 }
 
+func (c *memFileConn) RecvParts(ctx context.Context, buf []byte, n, from, part int, fn func(lo, hi int) error) ([]byte, error) {
+	msg, err := c.Recv(ctx, buf)
+	if err != nil || len(msg) != n || cap(buf) < n {
+		return msg, err
+	}
+	for lo := 0; lo < n; {
+		hi := from
+		if lo >= from {
+			hi = lo + part
+		}
+		hi = min(hi, n)
+		if err := fn(lo, hi); err != nil {
+			return nil, err
+		}
+		lo = hi
+	}
+	return msg, nil
+}
+
 type memConn struct {
 	out, in *memPipe
 }

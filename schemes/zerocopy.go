@@ -96,6 +96,17 @@ type FileReceiver interface {
 	RecvToFile(ctx context.Context, head []byte, f *os.File, off int64, n int) ([]byte, error)
 }
 
+// PartsReceiver is an optional Conn extension: RecvParts receives the
+// next message into buf when it is exactly n bytes long (n <= cap(buf)),
+// calling fn(lo, hi) each time its bytes [lo, hi) have landed — the first
+// from bytes, then part bytes at a time, in order — so the caller can work
+// on each part while it is in cache. Any other message is returned whole,
+// as Recv returns it, without calling fn; an error from fn fails the
+// receive.
+type PartsReceiver interface {
+	RecvParts(ctx context.Context, buf []byte, n, from, part int, fn func(lo, hi int) error) ([]byte, error)
+}
+
 // fileIOReporter is implemented by transports that can fall back from
 // kernel transfers to copies (peer.Stream), so Result.Path tells the truth.
 type fileIOReporter interface {
