@@ -90,6 +90,13 @@ func (m *summer) zeros(n int64) error {
 	return nil
 }
 
+// skip passes over a whole block of n bytes, at the summer's position,
+// whose CRC32C is crc.
+func (m *summer) skip(crc uint32, n int64) {
+	m.s.sums[int(m.pos/BlockSize)] = crc
+	m.pos += n
+}
+
 func (m *summer) blockEnd() int64 {
 	off, n := blockSpan(m.s.size, int(m.pos/BlockSize))
 	return off + n

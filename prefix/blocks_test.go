@@ -120,6 +120,26 @@ func TestBlocks(t *testing.T) {
 		}
 	}
 
+	// Block 1 read ahead of the fetch into its destination: the fetch
+	// passes over it and the file is whole.
+	dst := filepath.Join(fastDir(t), "ckpt.7")
+	must(t, os.MkdirAll(dst, 0o700))
+	pre, err := os.Create(filepath.Join(dst, "big.bin"))
+	must(t, err)
+	_, err = pre.WriteAt(want[BlockSize:2*BlockSize], BlockSize)
+	must(t, err)
+	must(t, pre.Close())
+	clear(landed)
+	o.Skip = func(path string, b int) bool { return path == "big.bin" && b == 1 }
+	must(t, p.Fetch(ctx, "ckpt.7", dst, es, o))
+	if got, err := os.ReadFile(filepath.Join(dst, "big.bin")); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("fetched over a block read ahead: %v, equal %v", err, slices.Equal(got, want))
+	}
+	if slices.Contains(landed["big.bin"], 1) || len(landed["big.bin"]) != blockCount(big.Size)-1 {
+		t.Errorf("landed %v with block 1 skipped", landed["big.bin"])
+	}
+	o.Skip = nil
+
 	// Flip a byte of block 2.
 	victim := filepath.Join(prefixDir, "ckpt.7", "big.bin")
 	flipByte(t, victim, 2*BlockSize+7)

@@ -12,28 +12,53 @@ import (
 // through the stream's buffer (CRC on) or inside the kernel (CRC off).
 
 // copyRange copies [off, off+n) of t and returns its CRC32C (0 with CRC
-// off). Holes of the source are skipped: they read as zeros, so their CRC is
-// computed arithmetically and the destination, already at full length,
-// keeps them as holes.
+// off), block by block: a fetch passes over the blocks already in place
+// (Options.Skip).
 func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error) {
 	sum := t.sums.from(off)
 	seek := t.seekData // a local copy: streams of one file must not race on it
-	pos, end := off, off+n
+	for pos := off; pos < off+n; {
+		b := int(pos / BlockSize)
+		_, bn := blockSpan(t.size, b)
+		if c.skips(t.e, b) {
+			sum.skip(t.e.Blocks[b], bn)
+			c.prog.add(bn)
+		} else if err := c.copySpan(t, sum, &seek, pos, pos+bn, buf); err != nil {
+			return 0, err
+		}
+		pos += bn
+	}
+	if !c.o.CRC {
+		return 0, nil
+	}
+	return sum.rangeCRC(off), nil
+}
+
+// skips says whether a fetch passes over block b of e: in place already,
+// checked against its own CRC, which then stands for its bytes.
+func (c *copier) skips(e *Entry, b int) bool {
+	return c.fetch && c.o.CRC && c.o.Skip != nil && len(e.Blocks) > 0 && c.o.Skip(e.Path, b)
+}
+
+// copySpan copies [pos, end) of t, adding it to sum. Holes of the source
+// are skipped: they read as zeros, so their CRC is computed arithmetically
+// and the destination, already at full length, keeps them as holes.
+func (c *copier) copySpan(t *fileTask, sum *summer, seek *bool, pos, end int64, buf []byte) error {
 	for pos < end {
 		dataEnd := end
-		if seek {
+		if *seek {
 			d, err := unix.Seek(t.inFd, pos, unix.SEEK_DATA)
 			switch {
 			case err == unix.ENXIO: // nothing but hole up to EOF
 				d = end
 			case err != nil: // not supported by this file system: all data
-				seek, d = false, pos
+				*seek, d = false, pos
 			}
 			if d > pos {
 				d = min(d, end)
 				if c.o.CRC {
 					if err := sum.zeros(d - pos); err != nil {
-						return 0, err
+						return err
 					}
 				}
 				c.prog.add(d - pos)
@@ -46,30 +71,27 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 		}
 		for pos < dataEnd {
 			if err := context.Cause(c.ctx); err != nil {
-				return 0, err
+				return err
 			}
 			k := min(int64(c.o.Limiter.Step(len(buf))), dataEnd-pos)
 			waited, err := c.o.Limiter.Wait(c.ctx, int(k))
 			c.o.Metrics.throttled(waited)
 			if err != nil {
-				return 0, err
+				return err
 			}
 			if err := c.copyChunk(t, pos, buf[:k]); err != nil {
-				return 0, err
+				return err
 			}
 			if c.o.CRC {
 				if err := sum.add(buf[:k]); err != nil {
-					return 0, err
+					return err
 				}
 			}
 			pos += k
 			c.prog.add(k)
 		}
 	}
-	if !c.o.CRC {
-		return 0, nil
-	}
-	return sum.rangeCRC(off), nil
+	return nil
 }
 
 // copyChunk copies len(buf) bytes at pos, through buf when the CRC needs the

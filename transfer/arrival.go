@@ -229,6 +229,20 @@ func (a *Arrival) landed(path string, b int) {
 	af.mu.Unlock()
 }
 
+// has reports whether block b of this node's file at path is in its
+// staged copy (read ahead of the fetch): the fetch passes over it.
+func (a *Arrival) has(path string, b int) bool {
+	a.mu.Lock()
+	af := a.files[path]
+	a.mu.Unlock()
+	if af == nil {
+		return false
+	}
+	af.mu.Lock()
+	defer af.mu.Unlock()
+	return af.landed[b]
+}
+
 // release ends the arrival's own hold on its files: each file's copy is
 // closed with its last open.
 func (a *Arrival) release() {

@@ -52,7 +52,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 			return nil, f.fetchFailed(m.Dataset, staging, err)
 		}
 		f.showArrival(a, ps)
-		o.Landed = a.landed
+		o.Landed, o.Skip = a.landed, a.has
 	}
 	var meter rateMeter
 	start := time.Now()
