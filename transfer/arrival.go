@@ -26,11 +26,13 @@ import (
 // brought yet is read from the prefix first and checked against the
 // manifest's CRC of that block (prefix.ReadBlock), written where the
 // fetch puts it, and served. Files the fetch brings to this node are read
-// into their staged copies, the others into scratch files of their own.
-// The arrival ends when the fetched dataset is recorded here (the mount
-// then shows it as any recorded dataset) or when the fetch fails: the
-// mount stops showing it and a read of a block not yet here then fails
-// loudly if the prefix's copy does (EIO), never with wrong bytes.
+// into their staged copies (the fetch then passes over them), the others
+// into scratch files of their own. The arrival ends when the fetched
+// dataset is recorded here (the mount then shows it as any recorded
+// dataset), when the prefix's copy is found bad, or when the restore
+// gives up on it: the mount stops showing it, and a read of a block not
+// yet here fails loudly if the prefix's copy does (EIO), never with wrong
+// bytes.
 //
 // A checkpoint flushed before manifests had block CRCs is not shown
 // early (its large files can be checked only whole), nor is one routed
