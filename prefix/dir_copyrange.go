@@ -12,21 +12,32 @@ import (
 // through the stream's buffer (CRC on) or inside the kernel (CRC off).
 
 // copyRange copies [off, off+n) of t and returns its CRC32C (0 with CRC
-// off), block by block: a fetch passes over the blocks already in place
-// (Options.Skip).
+// off). A fetch passes over the blocks already in place (Options.Skip)
+// and copies the runs of blocks between them; anything else is one run,
+// so that the holes are looked for once per range (each SEEK_HOLE scans
+// the page cache up to the next hole, on tmpfs up to the end of the file:
+// 2.6% of the daemons' CPU when done per block).
 func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error) {
 	sum := t.sums.from(off)
 	seek := t.seekData // a local copy: streams of one file must not race on it
-	for pos := off; pos < off+n; {
+	for pos, end := off, off+n; pos < end; {
 		b := int(pos / BlockSize)
-		_, bn := blockSpan(t.size, b)
 		if c.skips(t.e, b) {
+			_, bn := blockSpan(t.size, b)
 			sum.skip(t.e.Blocks[b], bn)
 			c.prog.add(bn)
-		} else if err := c.copySpan(t, sum, &seek, pos, pos+bn, buf); err != nil {
+			pos += bn
+			continue
+		}
+		run := pos
+		for run < end && (run == pos || !c.skips(t.e, int(run/BlockSize))) {
+			_, bn := blockSpan(t.size, int(run/BlockSize))
+			run += bn
+		}
+		if err := c.copySpan(t, sum, &seek, pos, run, buf); err != nil {
 			return 0, err
 		}
-		pos += bn
+		pos = run
 	}
 	if !c.o.CRC {
 		return 0, nil
