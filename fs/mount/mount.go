@@ -162,7 +162,7 @@ func New(dir string, tree Tree, o Options) (*Mount, error) {
 		}
 	}
 	tree.SetPassthrough(m.passthrough)
-	m.raiseReadahead(o.MaxWrite)
+	m.raiseReadahead(readaheadRequests * o.MaxWrite)
 	if o.Guard == nil {
 		return m, nil
 	}
@@ -176,13 +176,20 @@ func New(dir string, tree Tree, o Options) (*Mount, error) {
 	return m, nil
 }
 
-// raiseReadahead lets the kernel read ahead up to n bytes per request on
-// this mount. The kernel caps a FUSE mount's readahead at its block
-// device's default, 128 KiB, whatever the daemon offers in INIT, so a file
-// read through the daemon (every read without passthrough) arrives in
-// 128 KiB requests, each a round trip: eight per MiB instead of one. The
-// setting lives in sysfs, writable by root only; without it reads still
-// work, in smaller requests.
+// readaheadRequests is how many requests of the largest size the kernel
+// may read ahead of a reader at once: with one, each waits for the one
+// before; with four, a checkpoint being fetched at a restart, read through
+// the daemon, was read whole 25% sooner at 1 GiB per node and 12% at 256
+// MiB (redbench's cold restart, 4 nodes, medians of 4 and 6 rounds).
+const readaheadRequests = 4
+
+// raiseReadahead lets the kernel read ahead up to n bytes on this mount,
+// in requests of up to MaxWrite. The kernel caps a FUSE mount's readahead
+// at its block device's default, 128 KiB, whatever the daemon offers in
+// INIT, so a file read through the daemon (every read without
+// passthrough) arrives in 128 KiB requests, each a round trip: eight per
+// MiB instead of one. The setting lives in sysfs, writable by root only;
+// without it reads still work, in smaller requests.
 func (m *Mount) raiseReadahead(n int) {
 	var st syscall.Stat_t
 	if err := syscall.Stat(m.dir, &st); err != nil {
