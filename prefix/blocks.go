@@ -21,8 +21,21 @@ import (
 // file's bytes [b·BlockSize, (b+1)·BlockSize), the last one fewer.
 const BlockSize = 4 << 20
 
-// blockCount is the number of blocks of a file of size bytes.
-func blockCount(size int64) int { return int((size + BlockSize - 1) / BlockSize) }
+// BlockCount is the number of blocks of a file of size bytes.
+func BlockCount(size int64) int { return int((size + BlockSize - 1) / BlockSize) }
+
+// BlockChecked says whether each block of regular file e can be checked
+// on its own as it is read: against its block CRC, or for a file of one
+// block its file CRC (or there is no CRC to check). A file of several
+// blocks with only a file CRC is checked only whole.
+func (e *Entry) BlockChecked() bool {
+	return !e.HasCRC || len(e.Blocks) > 0 || BlockCount(e.Size) <= 1
+}
+
+// perBlock says whether a fetch with o checks e block by block as it
+// copies it (and reports each block landed then), rather than whole at
+// its end.
+func (o *Options) perBlock(e *Entry) bool { return o.CRC && len(e.Blocks) > 0 }
 
 // blockSpan returns the offset and length of block b of a file of size
 // bytes.
@@ -41,7 +54,7 @@ type blockSums struct {
 }
 
 func newBlockSums(size int64, done func(b int, crc uint32) error) *blockSums {
-	return &blockSums{size: size, sums: make([]uint32, blockCount(size)), done: done}
+	return &blockSums{size: size, sums: make([]uint32, BlockCount(size)), done: done}
 }
 
 // from starts summing the range at off, a block boundary.
@@ -120,7 +133,7 @@ func (m *summer) advance(k int64) error {
 // rangeCRC returns the CRC32C of the range summed so far, [start, pos),
 // which ends at a block boundary or the end of the file.
 func (m *summer) rangeCRC(start int64) uint32 {
-	return m.s.combined(int(start/BlockSize), blockCount(m.pos))
+	return m.s.combined(int(start/BlockSize), BlockCount(m.pos))
 }
 
 // checkBlocks checks an entry's block sums against its size and its whole
@@ -132,7 +145,7 @@ func (e *Entry) checkBlocks() error {
 	if e.Type != files.Regular || !e.HasCRC {
 		return fmt.Errorf("%s: block CRCs without a file CRC", e.Path)
 	}
-	if len(e.Blocks) != blockCount(e.Size) || len(e.Blocks) < 2 {
+	if len(e.Blocks) != BlockCount(e.Size) || len(e.Blocks) < 2 {
 		return fmt.Errorf("%s: %d block CRCs for %d bytes (blocks of %d)", e.Path, len(e.Blocks), e.Size, BlockSize)
 	}
 	s := &blockSums{size: e.Size, sums: e.Blocks}
@@ -162,7 +175,7 @@ func (e *Entry) checkBlock(b int, crc uint32, name string) error {
 // report it landed (Options.Landed). nil for a file without block CRCs,
 // which is checked, and lands, whole (landedAll).
 func (o *Options) fetchedBlock(e *Entry, name string) func(int, uint32) error {
-	if len(e.Blocks) == 0 || !o.CRC {
+	if !o.perBlock(e) {
 		return nil
 	}
 	return func(b int, crc uint32) error {
@@ -179,10 +192,10 @@ func (o *Options) fetchedBlock(e *Entry, name string) func(int, uint32) error {
 // landedAll reports every block of fetched file e landed, once the whole
 // file is checked, unless they were reported one by one (blockDone).
 func (o *Options) landedAll(e *Entry) {
-	if o.Landed == nil || (len(e.Blocks) > 0 && o.CRC) {
+	if o.Landed == nil || o.perBlock(e) {
 		return
 	}
-	for b := range blockCount(e.Size) {
+	for b := range BlockCount(e.Size) {
 		o.Landed(e.Path, b)
 	}
 }
@@ -197,10 +210,10 @@ func (o *Options) landedAll(e *Entry) {
 // else ReadBlock fails with ErrNoBlockCRCs. A block that does not match
 // is a *CorruptError.
 func (p *Prefix) ReadBlock(ctx context.Context, dataset string, e *Entry, b int, buf []byte) ([]byte, error) {
-	if e.Type != files.Regular || b < 0 || b >= blockCount(e.Size) {
+	if e.Type != files.Regular || b < 0 || b >= BlockCount(e.Size) {
 		return nil, fmt.Errorf("read block %d of %s: no such block", b, e.Path)
 	}
-	if e.HasCRC && len(e.Blocks) == 0 && blockCount(e.Size) > 1 {
+	if !e.BlockChecked() {
 		return nil, ErrNoBlockCRCs
 	}
 	off, n := blockSpan(e.Size, b)

@@ -44,7 +44,7 @@ func wantBlocks(t *testing.T, src string, es []Entry) map[string]*Entry {
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Path))
 		must(t, err)
-		if blockCount(e.Size) < 2 {
+		if BlockCount(e.Size) < 2 {
 			if e.Blocks != nil {
 				t.Errorf("%s: %d bytes, yet blocks %v", e.Path, e.Size, e.Blocks)
 			}
@@ -88,7 +88,7 @@ func TestBlocks(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join(src, "big.bin"))
 	must(t, err)
 	buf := make([]byte, BlockSize)
-	for blk := range blockCount(big.Size) {
+	for blk := range BlockCount(big.Size) {
 		got, err := p.ReadBlock(ctx, "ckpt.7", big, blk, buf)
 		must(t, err)
 		off, n := blockSpan(big.Size, blk)
@@ -115,8 +115,8 @@ func TestBlocks(t *testing.T) {
 		}
 		got := landed[path]
 		slices.Sort(got)
-		if len(got) != blockCount(e.Size) || (len(got) > 0 && got[len(got)-1] != len(got)-1) {
-			t.Errorf("%s: landed %v, %d blocks", path, got, blockCount(e.Size))
+		if len(got) != BlockCount(e.Size) || (len(got) > 0 && got[len(got)-1] != len(got)-1) {
+			t.Errorf("%s: landed %v, %d blocks", path, got, BlockCount(e.Size))
 		}
 	}
 
@@ -135,7 +135,7 @@ func TestBlocks(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(dst, "big.bin")); err != nil || !slices.Equal(got, want) {
 		t.Fatalf("fetched over a block read ahead: %v, equal %v", err, slices.Equal(got, want))
 	}
-	if slices.Contains(landed["big.bin"], 1) || len(landed["big.bin"]) != blockCount(big.Size)-1 {
+	if slices.Contains(landed["big.bin"], 1) || len(landed["big.bin"]) != BlockCount(big.Size)-1 {
 		t.Errorf("landed %v with block 1 skipped", landed["big.bin"])
 	}
 	o.Skip = nil
@@ -186,8 +186,8 @@ func TestBlocksOldManifest(t *testing.T) {
 	n := 0
 	o := Options{CRC: true, Landed: func(string, int) { n++ }}
 	must(t, p.Fetch(ctx, "ckpt.7", filepath.Join(fastDir(t), "ckpt.7"), es, o))
-	if n != blockCount(big.Size)+1 {
-		t.Fatalf("%d blocks landed, want %d", n, blockCount(big.Size)+1)
+	if n != BlockCount(big.Size)+1 {
+		t.Fatalf("%d blocks landed, want %d", n, BlockCount(big.Size)+1)
 	}
 }
 
@@ -238,8 +238,8 @@ func TestS3Blocks(t *testing.T) {
 	var mu sync.Mutex
 	o := Options{CRC: true, Streams: 2, Landed: func(string, int) { mu.Lock(); n++; mu.Unlock() }}
 	must(t, p.Fetch(ctx, "ckpt.7", filepath.Join(fastDir(t), "ckpt.7"), es, o))
-	if n != blockCount(big.Size)+1 {
-		t.Fatalf("%d blocks landed, want %d", n, blockCount(big.Size)+1)
+	if n != BlockCount(big.Size)+1 {
+		t.Fatalf("%d blocks landed, want %d", n, BlockCount(big.Size)+1)
 	}
 }
 

@@ -210,36 +210,16 @@ func (c *copier) copyJob(j *rangeJob, buf []byte) error {
 // crashed flush of this node left: a file that is not ours is never opened
 // for writing, so its owner and mode are never ours to change.
 func (c *copier) open(t *fileTask) error {
-	flags := unix.O_RDONLY | unix.O_CLOEXEC
+	var err error
 	if c.fetch {
-		// The prefix is another party's store: never follow a symlink
-		// that replaced a file.
-		flags |= unix.O_NOFOLLOW
+		t.in, err = openPrefixFile(t.srcDir, t.src, t.srcName, t.size)
+	} else {
+		t.in, err = openFlushed(t.srcDir, t.src, t.srcName, t.size)
 	}
-	fd, err := unix.Openat(t.srcDir, t.src, flags, 0)
 	if err != nil {
-		switch {
-		case c.fetch && errors.Is(err, unix.ENOENT):
-			return &CorruptError{Path: t.srcName, Reason: "missing"}
-		case c.fetch && errors.Is(err, unix.ELOOP):
-			return &CorruptError{Path: t.srcName, Reason: "is a symbolic link, manifest says file"}
-		}
-		return pathErr("open", t.srcName, err)
+		return err
 	}
-	t.in = os.NewFile(uintptr(fd), t.srcName)
-	t.inFd = fd
-	st, err := t.in.Stat()
-	if err != nil {
-		return pathErr("stat", t.srcName, err)
-	}
-	switch {
-	case c.fetch && !st.Mode().IsRegular():
-		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
-	case c.fetch && st.Size() != t.size:
-		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), t.size)}
-	case !st.Mode().IsRegular() || st.Size() != t.size:
-		return pathErr("read", t.srcName, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), t.size))
-	}
+	t.inFd = int(t.in.Fd())
 	t.seekData = true
 	_ = unix.Fadvise(t.inFd, 0, 0, unix.FADV_SEQUENTIAL) // a hint; failure is harmless
 	if t.outFd, err = createDst(t.dstDir, t.dst, !c.fetch); err != nil {
@@ -252,6 +232,60 @@ func (c *copier) open(t *fileTask) error {
 		}
 	}
 	return nil
+}
+
+// openPrefixFile opens regular file name in dir of the prefix, whose path
+// srcName is, to read size bytes. The prefix is another party's store: a
+// symlink that replaced the file is never followed, and a file that is
+// missing, not regular or of another size is a *CorruptError.
+func openPrefixFile(dir int, name, srcName string, size int64) (*os.File, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return nil, &CorruptError{Path: srcName, Reason: "missing"}
+	case errors.Is(err, unix.ELOOP):
+		return nil, &CorruptError{Path: srcName, Reason: "is a symbolic link, manifest says file"}
+	case err != nil:
+		return nil, pathErr("open", srcName, err)
+	}
+	f := os.NewFile(uintptr(fd), srcName)
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		err = pathErr("stat", srcName, err)
+	case !st.Mode().IsRegular():
+		err = &CorruptError{Path: srcName, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
+	case st.Size() != size:
+		err = &CorruptError{Path: srcName, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), size)}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openFlushed opens name in dir of the cache, whose path srcName is, to
+// flush its size bytes: a file that changed since it was listed fails the
+// flush.
+func openFlushed(dir int, name, srcName string, size int64) (*os.File, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, pathErr("open", srcName, err)
+	}
+	f := os.NewFile(uintptr(fd), srcName)
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		err = pathErr("stat", srcName, err)
+	case !st.Mode().IsRegular() || st.Size() != size:
+		err = pathErr("read", srcName, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), size))
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // createDst creates the file name in dir for writing, mode 0600 until its

@@ -48,7 +48,7 @@ func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error
 // skips says whether a fetch passes over block b of e: in place already,
 // checked against its own CRC, which then stands for its bytes.
 func (c *copier) skips(e *Entry, b int) bool {
-	return c.fetch && c.o.CRC && c.o.Skip != nil && len(e.Blocks) > 0 && c.o.Skip(e.Path, b)
+	return c.fetch && c.o.Skip != nil && c.o.perBlock(e) && c.o.Skip(e.Path, b)
 }
 
 // copySpan copies [pos, end) of t, adding it to sum. Holes of the source
@@ -163,7 +163,7 @@ func (c *copier) copyFileRange(t *fileTask, pos, n int64) (bool, error) {
 // truncated reports a source that ended at byte at before its size.
 func (c *copier) truncated(t *fileTask, at int64) error {
 	if c.fetch {
-		return &CorruptError{Path: t.srcName, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", at, t.size)}
+		return truncated(t.srcName, at, t.size)
 	}
 	return pathErr("read", t.srcName, fmt.Errorf("file shrank to %d bytes during flush (was %d)", at, t.size))
 }

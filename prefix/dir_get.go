@@ -3,6 +3,7 @@ package prefix
 import (
 	"context"
 	"fmt"
+	"io"
 	"path"
 	"path/filepath"
 
@@ -94,34 +95,16 @@ func (s *dirStore) readAt(_ context.Context, dataset string, e *Entry, off int64
 	if err != nil {
 		return name, err
 	}
-	fd, err := unix.Openat(int(d.f.Fd()), path.Base(e.Path), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	switch {
-	case err == unix.ENOENT:
-		return name, &CorruptError{Path: name, Reason: "missing"}
-	case err == unix.ELOOP:
-		return name, &CorruptError{Path: name, Reason: "is a symbolic link, manifest says file"}
-	case err != nil:
-		return name, pathErr("open", name, err)
+	f, err := openPrefixFile(int(d.f.Fd()), path.Base(e.Path), name, e.Size)
+	if err != nil {
+		return name, err
 	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return name, pathErr("stat", name, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != e.Size {
-		return name, &CorruptError{Path: name, Reason: fmt.Sprintf("not a regular file of %d bytes, as the manifest says", e.Size)}
-	}
-	for done := 0; done < len(buf); {
-		n, err := unix.Pread(fd, buf[done:], off+int64(done))
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err != nil:
-			return name, pathErr("read", name, err)
-		case n == 0:
-			return name, &CorruptError{Path: name, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", off+int64(done), e.Size)}
+	defer f.Close()
+	if n, err := f.ReadAt(buf, off); err != nil {
+		if err == io.EOF {
+			return name, truncated(name, off+int64(n), e.Size)
 		}
-		done += n
+		return name, pathErr("read", name, err)
 	}
 	return name, nil
 }

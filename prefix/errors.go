@@ -63,3 +63,9 @@ func CopyFault(err error) bool {
 	return errors.As(err, &ce) || errors.Is(err, ErrBadMetadata) || errors.Is(err, ErrUnverified) ||
 		errors.Is(err, ErrBadEntry) || errors.Is(err, ErrConflict)
 }
+
+// truncated is the error of a prefix file that ends at byte at, before the
+// size its manifest gives.
+func truncated(path string, at, size int64) error {
+	return &CorruptError{Path: path, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", at, size)}
+}

@@ -74,16 +74,9 @@ func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options,
 // manifest's.
 func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File, j *s3Job, buf []byte, prog *progress) (uint32, error) {
 	name := s.locateKey(f.key)
-	out, err := s.c.GetObject(ctx, in)
+	out, err := s.getObject(ctx, in, name)
 	if err != nil {
-		err = s.explain(err)
-		if isMissing(err) {
-			return 0, &CorruptError{Path: name, Reason: "missing"}
-		}
-		if isConflict(err) {
-			return 0, &CorruptError{Path: name, Reason: "changed while it was fetched"}
-		}
-		return 0, pathErr("fetch", name, err)
+		return 0, err
 	}
 	defer out.Body.Close()
 	if j.idx == 0 && len(f.lens) == 1 {
@@ -108,7 +101,7 @@ func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File,
 		}
 		if err != nil {
 			if err == io.ErrUnexpectedEOF || err == io.EOF {
-				return 0, &CorruptError{Path: name, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", pos, f.e.Size)}
+				return 0, truncated(name, pos, f.e.Size)
 			}
 			return 0, pathErr("fetch", name, s.explain(err))
 		}
@@ -159,6 +152,23 @@ func (s *s3Store) checkStored(f *s3File, size int64, sum *string) error {
 	return nil
 }
 
+// getObject sends a GET for a data object, name in messages: a missing
+// object, or one that changed under an If-Match, is the prefix copy's
+// fault.
+func (s *s3Store) getObject(ctx context.Context, in *s3.GetObjectInput, name string) (*s3.GetObjectOutput, error) {
+	out, err := s.c.GetObject(ctx, in)
+	if err == nil {
+		return out, nil
+	}
+	switch err = s.explain(err); {
+	case isMissing(err):
+		return nil, &CorruptError{Path: name, Reason: "missing"}
+	case isConflict(err):
+		return nil, &CorruptError{Path: name, Reason: "changed while it was fetched"}
+	}
+	return nil, pathErr("fetch", name, err)
+}
+
 // readAt reads the bytes with one ranged GET.
 func (s *s3Store) readAt(ctx context.Context, dataset string, e *Entry, off int64, buf []byte) (string, error) {
 	key := s.dataKey(dataset + "/" + e.Path)
@@ -166,19 +176,15 @@ func (s *s3Store) readAt(ctx context.Context, dataset string, e *Entry, off int6
 	if len(buf) == 0 {
 		return name, nil
 	}
-	out, err := s.c.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key,
-		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(buf))-1))})
+	out, err := s.getObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key,
+		Range: aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(buf))-1))}, name)
 	if err != nil {
-		err = s.explain(err)
-		if isMissing(err) {
-			return name, &CorruptError{Path: name, Reason: "missing"}
-		}
-		return name, pathErr("fetch", name, err)
+		return name, err
 	}
 	defer out.Body.Close()
 	if n, err := io.ReadFull(out.Body, buf); err != nil {
 		if err == io.ErrUnexpectedEOF || err == io.EOF {
-			return name, &CorruptError{Path: name, Reason: fmt.Sprintf("truncated: ends at byte %d, manifest says %d", off+int64(n), e.Size)}
+			return name, truncated(name, off+int64(n), e.Size)
 		}
 		return name, pathErr("fetch", name, s.explain(err))
 	}

@@ -72,7 +72,7 @@ type arrivingFile struct {
 func arrivable(man *prefix.Manifest) bool {
 	for i := range man.Entries {
 		e := &man.Entries[i]
-		if e.Type == files.Regular && e.HasCRC && e.Blocks == nil && e.Size > prefix.BlockSize {
+		if e.Type == files.Regular && !e.BlockChecked() {
 			return false
 		}
 	}
@@ -97,7 +97,7 @@ func (f *Flusher) newArrival(m fetchMsg, man *prefix.Manifest, mine []prefix.Ent
 		if e.Type != files.Regular {
 			continue
 		}
-		af := &arrivingFile{a: a, e: e, fd: -1, refs: 1, landed: make([]bool, blocks(e.Size)), pending: map[int]chan struct{}{}}
+		af := &arrivingFile{a: a, e: e, fd: -1, refs: 1, landed: make([]bool, prefix.BlockCount(e.Size)), pending: map[int]chan struct{}{}}
 		if own[e.Path] {
 			af.staged = filepath.Join(staging, e.Path)
 			if err := af.create(); err != nil {
@@ -129,8 +129,6 @@ func arrivalView(m fetchMsg, man *prefix.Manifest) *record.View {
 	}
 	return record.NewView(rec, "")
 }
-
-func blocks(size int64) int { return int((size + prefix.BlockSize - 1) / prefix.BlockSize) }
 
 // create makes the staged copy at full size, its directories owner-only
 // as the fetch makes them, and keeps it open.
