@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,9 +50,8 @@ type Arrival struct {
 	dataset string
 	scratch string // where files of other nodes are read into
 
-	mu        sync.Mutex // protects files' map and committed
-	files     map[string]*arrivingFile
-	committed bool // adopted into the cache here
+	files     map[string]*arrivingFile // regular files by path; fixed once made
+	committed atomic.Bool              // adopted into the cache here
 }
 
 // arrivingFile is one regular file of an arrival and the blocks of it
@@ -83,11 +83,7 @@ func arrivable(man *prefix.Manifest) bool {
 // man: mine are the entries this node fetches into staging, whose regular
 // files it creates there at full size.
 func (f *Flusher) newArrival(m fetchMsg, man *prefix.Manifest, mine []prefix.Entry, staging string) (*Arrival, error) {
-	route := cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
-	if m.Kind != "" {
-		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
-	}
-	a := &Arrival{Route: route, View: arrivalView(m, man), f: f, dataset: m.Dataset,
+	a := &Arrival{Route: m.route(), View: arrivalView(m, man), f: f, dataset: m.Dataset,
 		scratch: filepath.Dir(staging), files: map[string]*arrivingFile{}}
 	own := map[string]bool{}
 	for _, e := range mine {
@@ -136,12 +132,7 @@ func (af *arrivingFile) create() error {
 	if err := os.MkdirAll(filepath.Dir(af.staged), 0o700); err != nil {
 		return fmt.Errorf("show %s before it is fetched: %w", af.a.dataset, err)
 	}
-	fd, err := unix.Open(af.staged, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
-	if err == nil {
-		if err = unix.Ftruncate(fd, af.e.Size); err != nil {
-			unix.Close(fd)
-		}
-	}
+	fd, err := openSized(af.staged, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, af.e.Size)
 	if err != nil {
 		return fmt.Errorf("show %s before it is fetched: %s: %w", af.a.dataset, af.staged, err)
 	}
@@ -171,12 +162,7 @@ func (af *arrivingFile) adoptedCopy() error {
 // scratchFile opens an unnamed file for another node's file, gone with
 // its last descriptor.
 func (af *arrivingFile) scratchFile() error {
-	fd, err := unix.Open(af.a.scratch, unix.O_RDWR|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
-	if err == nil {
-		if err = unix.Ftruncate(fd, af.e.Size); err != nil {
-			unix.Close(fd)
-		}
-	}
+	fd, err := openSized(af.a.scratch, unix.O_TMPFILE, af.e.Size)
 	if err != nil {
 		return fmt.Errorf("read %s/%s from the prefix: a scratch file in %s: %w", af.a.dataset, af.e.Path, af.a.scratch, err)
 	}
@@ -184,11 +170,23 @@ func (af *arrivingFile) scratchFile() error {
 	return nil
 }
 
+// openSized opens path for reading and writing with flags besides, its
+// size set to size.
+func openSized(path string, flags int, size int64) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|flags, 0o600)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Ftruncate(fd, size); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
 // Open opens file e of the arrival for reading.
 func (a *Arrival) Open(ctx context.Context, e *record.Entry) (*ArrivingFile, error) {
-	a.mu.Lock()
 	af := a.files[e.Path]
-	a.mu.Unlock()
 	if af == nil {
 		return nil, fmt.Errorf("open %s/%s: %w", a.dataset, e.Path, os.ErrNotExist)
 	}
@@ -218,23 +216,17 @@ func (a *Arrival) Open(ctx context.Context, e *record.Entry) (*ArrivingFile, err
 // landed hears from the fetch that block b of this node's file at path
 // is in its staged copy, checked.
 func (a *Arrival) landed(path string, b int) {
-	a.mu.Lock()
-	af := a.files[path]
-	a.mu.Unlock()
-	if af == nil {
-		return
+	if af := a.files[path]; af != nil {
+		af.mu.Lock()
+		af.landed[b] = true
+		af.mu.Unlock()
 	}
-	af.mu.Lock()
-	af.landed[b] = true
-	af.mu.Unlock()
 }
 
 // has reports whether block b of this node's file at path is in its
 // staged copy (read ahead of the fetch): the fetch passes over it.
 func (a *Arrival) has(path string, b int) bool {
-	a.mu.Lock()
 	af := a.files[path]
-	a.mu.Unlock()
 	if af == nil {
 		return false
 	}
@@ -246,8 +238,6 @@ func (a *Arrival) has(path string, b int) bool {
 // release ends the arrival's own hold on its files: each file's copy is
 // closed with its last open.
 func (a *Arrival) release() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	for _, af := range a.files {
 		af.unref()
 	}
@@ -368,6 +358,14 @@ func (f *Flusher) Arrival() *Arrival {
 	return f.fetch.arrival
 }
 
+// arrivalOf returns the arrival shown if it is dataset name's.
+func (f *Flusher) arrivalOf(name string) *Arrival {
+	if a := f.Arrival(); a != nil && a.dataset == name {
+		return a
+	}
+	return nil
+}
+
 // showArrival makes a the arrival the mount shows, with its pointer files
 // ps: the job decided, and this is what it restores.
 func (f *Flusher) showArrival(a *Arrival, ps []cache.Pointer) {
@@ -408,24 +406,15 @@ func (f *Flusher) Recorded(name string) { f.endArrival(name) }
 // adopted marks the arrival of dataset name adopted into the cache here:
 // should it leave the cache again, it is no longer shown either.
 func (f *Flusher) adopted(name string) {
-	if a := f.Arrival(); a != nil && a.dataset == name {
-		a.mu.Lock()
-		a.committed = true
-		a.mu.Unlock()
+	if a := f.arrivalOf(name); a != nil {
+		a.committed.Store(true)
 	}
 }
 
 // goneArrival ends the arrival of a dataset that left the cache after
 // it was adopted (a Drop before the adoption is of another copy).
 func (f *Flusher) goneArrival(name string) {
-	a := f.Arrival()
-	if a == nil || a.dataset != name {
-		return
-	}
-	a.mu.Lock()
-	committed := a.committed
-	a.mu.Unlock()
-	if committed {
+	if a := f.arrivalOf(name); a != nil && a.committed.Load() {
 		f.endArrival(name)
 	}
 }

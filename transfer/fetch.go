@@ -136,6 +136,15 @@ type (
 // Check implements jobnet.Checker.
 func (m fetchMsg) Check() error { return layout.CheckRoute(m.Dataset, m.Kind, m.Root) }
 
+// route returns where the fetched dataset sits in the mount: its own
+// directory unless its record says otherwise.
+func (m fetchMsg) route() cache.Route {
+	if m.Kind == "" {
+		return cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
+	}
+	return cache.Route{Name: m.Dataset, Kind: cache.Kind(m.Kind), Root: m.Root}
+}
+
 // fetchStage is a node's fetched copy waiting for node 0's commit.
 type fetchStage struct {
 	msg fetchMsg

@@ -43,7 +43,7 @@ func (f *Flusher) handleFetch(ctx context.Context, from int, m fetchMsg) (any, e
 	entries := man.ForNodes(assignedParts(man.Nodes, f.o.Nodes, f.self))
 	o := f.opts
 	o.Limiter = nil // the job waits for its checkpoint: no throttle
-	if arrivable(man) && (m.Kind == "" || cache.Kind(m.Kind) == cache.KindDir) && ctx.Err() == nil {
+	if arrivable(man) && m.route().Kind == cache.KindDir && ctx.Err() == nil {
 		if err := os.MkdirAll(staging, 0o700); err != nil {
 			return nil, f.fetchFailed(m.Dataset, staging, fmt.Errorf("fetch %s: %w", m.Dataset, err))
 		}
@@ -137,10 +137,7 @@ func (f *Flusher) handleCommit(ctx context.Context, from int, m fetchMsg) (any, 
 	if !ok || st.msg.Dataset != m.Dataset {
 		return nil, fmt.Errorf("commit fetch of %s: node %d staged nothing in that round", m.Dataset, f.self)
 	}
-	route := cache.Route{Name: m.Dataset, Kind: cache.KindDir, Root: m.Dataset}
-	if m.Kind != "" {
-		route.Kind, route.Root = cache.Kind(m.Kind), m.Root
-	}
+	route := m.route()
 	if ds := f.o.Store.Get(m.Dataset); ds != nil {
 		// The job could not restore it from its caches (this node's copy
 		// is not the whole of it): the verified copy takes its place.
