@@ -30,18 +30,23 @@ type Arrival interface {
 	Open(ctx context.Context, e *record.Entry) (RemoteFile, error)
 }
 
-// arrival returns the dataset arriving, nil when none is.
+// arrival returns the dataset arriving, nil when none is. Only a dataset
+// with a directory of its own is shown arriving: the files of a flat one
+// sit among others'.
 func (f *FS) arrival() Arrival {
 	if f.arrivals == nil {
 		return nil
 	}
-	return f.arrivals.Arrival()
+	if a := f.arrivals.Arrival(); a != nil && a.Route().Kind == cache.KindDir {
+		return a
+	}
+	return nil
 }
 
 // arrivalAt returns the dataset arriving whose directory is at mount path
 // p, nil when none is.
 func (f *FS) arrivalAt(p string) Arrival {
-	if a := f.arrival(); a != nil && a.Route().Kind == cache.KindDir && a.Route().Root == p {
+	if a := f.arrival(); a != nil && a.Route().Root == p {
 		return a
 	}
 	return nil
@@ -66,9 +71,6 @@ func (n *nsNode) arrivalRoot(ctx context.Context, a Arrival, out *fuse.EntryOut)
 // arrivalChanged makes the kernel look up dataset r's directory again:
 // the mount began or stopped showing it arriving.
 func (f *FS) arrivalChanged(r cache.Route) {
-	if r.Kind != cache.KindDir {
-		return
-	}
 	f.forget(r)
 	f.appeared(r)
 }

@@ -95,7 +95,7 @@ func (n *nsNode) datasetEntries(ctx context.Context) []fuse.DirEntry {
 	here := n.mountPath()
 	var entries []fuse.DirEntry
 	arriving := ""
-	if a := n.fsys.arrival(); a != nil && a.Route().Kind == cache.KindDir && parentOf(a.Route().Root) == here {
+	if a := n.fsys.arrival(); a != nil && parentOf(a.Route().Root) == here {
 		arriving = a.Route().Root
 		entries = append(entries, fuse.DirEntry{Name: path.Base(arriving), Mode: syscall.S_IFDIR})
 	}
