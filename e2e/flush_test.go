@@ -186,24 +186,6 @@ func wipe(t *testing.T, n *Node) {
 	}
 }
 
-// corruptByte changes one byte of a file in place.
-func corruptByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x5a
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // leftoverTemps lists temporary names a flush left in the prefix.
 func leftoverTemps(t *testing.T, prefix string) []string {
 	t.Helper()
@@ -344,7 +326,7 @@ func TestFlushFetchSingle(t *testing.T) {
 	expectEROFS(t, n.Path("ckpt.2", "a.bin"))
 
 	// A corrupt byte: the fetch of ckpt.2 fails, is recorded, ckpt.1 is used.
-	corruptByte(t, filepath.Join(prefix, "ckpt.2", "sub", "b.bin"), 4242)
+	testutil.FlipByte(t, filepath.Join(prefix, "ckpt.2", "sub", "b.bin"), 4242)
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -654,7 +636,7 @@ func TestFlushFetchCluster(t *testing.T) {
 	}
 
 	// A corrupt byte in node 2's file fails ckpt.2 for the whole job.
-	corruptByte(t, filepath.Join(prefix, "ckpt.2", "rank_2", "state.bin"), 777)
+	testutil.FlipByte(t, filepath.Join(prefix, "ckpt.2", "rank_2", "state.bin"), 777)
 	restartWiped()
 	c.Nodes[0].WaitLog(time.Second, "fetch failed, recorded in the index", "dataset=ckpt.2", "failed_node=2")
 	c.WaitCompleted(time.Second, "ckpt.1")

@@ -339,7 +339,7 @@ func TestFetchLocalFaultNotRecorded(t *testing.T) {
 
 	// A real fault's mark, cleared by the user.
 	c.stopAll()
-	corruptByte(t, filepath.Join(prefix, "ckpt.1", "rank_1.bin"), 100)
+	testutil.FlipByte(t, filepath.Join(prefix, "ckpt.1", "rank_1.bin"), 100)
 	for _, n := range c.Nodes {
 		wipe(t, n)
 	}
@@ -347,7 +347,7 @@ func TestFetchLocalFaultNotRecorded(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "a failed fetch of the corrupt ckpt.1 in the index", func() bool {
 		return len(readPrefixIndex(t, prefix).entry(t, "ckpt.1").FailedFetches) > 0
 	})
-	corruptByte(t, filepath.Join(prefix, "ckpt.1", "rank_1.bin"), 100) // repaired
+	testutil.FlipByte(t, filepath.Join(prefix, "ckpt.1", "rank_1.bin"), 100) // repaired
 	if out, errs, code := c.Nodes[0].CLI("list", "--set-current", "ckpt.1"); code != 0 {
 		t.Fatalf("scrfs list --set-current ckpt.1: exit %d: %s%s", code, out, errs)
 	}

@@ -3,6 +3,7 @@ package prefix
 import (
 	"context"
 	"errors"
+	"github.com/scrfs/scrfs/internal/testutil"
 	"os"
 	"path/filepath"
 	"slices"
@@ -142,7 +143,7 @@ func TestBlocks(t *testing.T) {
 
 	// Flip a byte of block 2.
 	victim := filepath.Join(prefixDir, "ckpt.7", "big.bin")
-	flipByte(t, victim, 2*BlockSize+7)
+	testutil.FlipByte(t, victim, 2*BlockSize+7)
 	_, err = p.ReadBlock(ctx, "ckpt.7", big, 2, buf)
 	var ce *CorruptError
 	if !errors.As(err, &ce) || ce.Path != victim || !strings.Contains(ce.Reason, "bytes 8388608 to 12582912") {
@@ -241,19 +242,6 @@ func TestS3Blocks(t *testing.T) {
 	if n != BlockCount(big.Size)+1 {
 		t.Fatalf("%d blocks landed, want %d", n, BlockCount(big.Size)+1)
 	}
-}
-
-func flipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	must(t, err)
-	defer f.Close()
-	b := make([]byte, 1)
-	_, err = f.ReadAt(b, off)
-	must(t, err)
-	b[0] ^= 0x10
-	_, err = f.WriteAt(b, off)
-	must(t, err)
 }
 
 // punchHole makes n bytes at off of f a hole, as a sparse checkpoint has.

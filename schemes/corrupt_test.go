@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/scrfs/scrfs/internal/testutil"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -15,24 +16,6 @@ import (
 	"github.com/scrfs/scrfs/layout"
 	"github.com/scrfs/scrfs/redfile"
 )
-
-// flipByte inverts one byte of a file.
-func flipByte(t testing.TB, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0x5a
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // regions are where the parts of a redundancy file lie, as
 // docs/formats-redundancy.md places them.
@@ -85,7 +68,7 @@ func TestCorruptionDetected(t *testing.T) {
 				path := ts.redPath(victim)
 				l := fileRegions(t, path)
 				if off := d.at(l); off >= 0 {
-					flipByte(t, path, off)
+					testutil.FlipByte(t, path, off)
 				} else if err := os.Truncate(path, l.size-5); err != nil {
 					t.Fatal(err)
 				}
@@ -168,7 +151,7 @@ func TestSurvivorFileCorrupt(t *testing.T) {
 			// the lost member's data rows and some in its parity row.
 			for i, f := range h.Members[0].Files {
 				if f.Type == files.Regular && f.Size > 0 {
-					flipByte(t, filepath.Join(ts.dirs[0], f.Path), int64(i*7919)%f.Size)
+					testutil.FlipByte(t, filepath.Join(ts.dirs[0], f.Path), int64(i*7919)%f.Size)
 				}
 			}
 			if _, err := Inspect(ts.p, ts.member(0)); err != nil {

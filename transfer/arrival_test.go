@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scrfs/scrfs/files"
+	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/prefix"
 )
 
@@ -151,7 +152,7 @@ func TestArrivalReadsAhead(t *testing.T) {
 	}
 
 	// A flipped byte in the prefix: only its block fails.
-	corruptPrefixByte(t, p, "ckpt.1", "rank_0.bin", prefix.BlockSize+7)
+	testutil.FlipByte(t, filepath.Join(p.String(), "ckpt.1", "rank_0.bin"), prefix.BlockSize+7)
 	a2, err := f.newArrival(fetchMsg{Dataset: "ckpt.1", Seq: 1}, man, nil, staging+"2")
 	if err != nil {
 		t.Fatal(err)
@@ -185,24 +186,4 @@ func openFds(t *testing.T) int {
 		t.Skip("no /proc/self/fd")
 	}
 	return len(des)
-}
-
-// corruptPrefixByte flips one byte of a dataset's file in a directory
-// prefix.
-func corruptPrefixByte(t *testing.T, p *prefix.Prefix, dataset, path string, off int64) {
-	t.Helper()
-	name := filepath.Join(p.String(), dataset, path)
-	fh, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	b := make([]byte, 1)
-	if _, err := fh.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 1
-	if _, err := fh.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
 }
