@@ -581,10 +581,7 @@ func replay(t *testing.T, fw *framework) {
 		t.Errorf("scrfs flush --wait flushed the wrong dataset: %s(want %s, the newest complete one)", out, fw.dataset(2))
 		flush(fw.dataset(2))
 	}
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
+	stopWiped(t, c)
 	c2 := NewCluster(t, 2, env...).Start()
 	checkLatest(t, fw, "from the prefix on 2 nodes", mountsOf(c2, 0, 1), 2, want)
 }

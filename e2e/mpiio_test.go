@@ -83,10 +83,7 @@ func TestMPISharedCheckpoint(t *testing.T) {
 	checkH5dump(t, filepath.Join(prefix, mpiDS, "step_100", "ckpt.h5"))
 
 	// Every cache wiped: the job fetches the files from the prefix.
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
+	stopWiped(t, c)
 	c.Start()
 	settled(t, c, mpiDS, "protected")
 	checkMPIFiles(t, "fetched on 4 nodes", c.Nodes, want)

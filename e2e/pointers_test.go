@@ -68,10 +68,7 @@ func TestPointerFilesJobWide(t *testing.T) {
 	if out, errs, code := c.Nodes[0].CLI("flush", "--wait", "global_step2"); code != 0 {
 		t.Fatalf("scrfs flush --wait global_step2: exit %d: %s%s", code, out, errs)
 	}
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
+	stopWiped(t, c)
 	c = NewCluster(t, 2, env...).Start()
 	c.WaitState(60*time.Second, "global_step2", "protected")
 	latestEverywhere("global_step2")

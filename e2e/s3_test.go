@@ -78,11 +78,17 @@ func completeOn(t *testing.T, c *Cluster, dataset string) {
 // restartWiped stops every node, wipes its cache and starts the job again.
 func restartWiped(t *testing.T, c *Cluster) {
 	t.Helper()
+	stopWiped(t, c)
+	c.Start()
+}
+
+// stopWiped stops every node and wipes its cache.
+func stopWiped(t *testing.T, c *Cluster) {
+	t.Helper()
 	for _, n := range c.Nodes {
 		must(t, n.Stop())
 		wipe(t, n)
 	}
-	c.Start()
 }
 
 // TestS3FlushFetch: four daemons flush a checkpoint to the bucket, each

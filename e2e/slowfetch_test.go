@@ -59,15 +59,7 @@ func TestCheckpointReadAtStart(t *testing.T) {
 	if out, errs, code := c.Nodes[0].CLI("flush", "--wait", "ckpt.1"); code != 0 {
 		t.Fatalf("scrfs flush --wait: exit %d: %s%s", code, out, errs)
 	}
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
-
-	px.slow.Store(true) // 25 MiB at 4 MiB/s: about 6 s
-	for _, n := range c.Nodes {
-		n.StartNoWait()
-	}
+	restartWipedSlow(t, c, px) // 25 MiB at 4 MiB/s: about 6 s
 	n0, n1 := c.Nodes[0], c.Nodes[1]
 	testutil.Eventually(t, 30*time.Second, "the mounts appear", func() bool { return mounted(n0.Mount) && mounted(n1.Mount) })
 	entries, err := os.ReadDir(n0.Mount)
@@ -97,6 +89,17 @@ func TestCheckpointReadAtStart(t *testing.T) {
 	}
 	for i, n := range c.Nodes {
 		sameSums(t, fmt.Sprintf("ckpt.1 through node %d's mount", i), treeSums(t, n.Path("ckpt.1")), all)
+	}
+}
+
+// restartWipedSlow stops every node, wipes its cache, slows the prefix
+// down and starts the job again without waiting for it to be ready.
+func restartWipedSlow(t *testing.T, c *Cluster, px *throttledProxy) {
+	t.Helper()
+	stopWiped(t, c)
+	px.slow.Store(true)
+	for _, n := range c.Nodes {
+		n.StartNoWait()
 	}
 }
 
@@ -222,14 +225,7 @@ func TestArrivalCorruptBlock(t *testing.T) {
 	_, err = cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s3test.Bucket), Key: key, Body: bytes.NewReader(b)})
 	must(t, err)
 
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
-	px.slow.Store(true)
-	for _, n := range c.Nodes {
-		n.StartNoWait()
-	}
+	restartWipedSlow(t, c, px)
 	n1 := c.Nodes[1]
 	testutil.Eventually(t, 30*time.Second, "node 1's mount appears", func() bool { return mounted(n1.Mount) })
 	got := make([]byte, 4096)

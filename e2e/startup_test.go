@@ -28,10 +28,7 @@ func TestCheckpointThereAtStart(t *testing.T) {
 	if out, errs, code := c.Nodes[0].CLI("flush", "--wait", "ckpt.1"); code != 0 {
 		t.Fatalf("scrfs flush --wait: exit %d: %s%s", code, out, errs)
 	}
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
+	stopWiped(t, c)
 	for _, n := range c.Nodes {
 		n.StartNoWait()
 	}

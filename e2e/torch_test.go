@@ -115,10 +115,7 @@ func TestPyTorchCheckpoints(t *testing.T) {
 	if out, errs, code := c.Nodes[0].CLI("flush", "--wait", "dcp_200"); code != 0 {
 		t.Fatalf("scrfs flush --wait dcp_200: exit %d: %s%s", code, out, errs)
 	}
-	for _, n := range c.Nodes {
-		must(t, n.Stop())
-		wipe(t, n)
-	}
+	stopWiped(t, c)
 	c = NewCluster(t, 2, env...).Start()
 	c.WaitState(60*time.Second, "dcp_200", "protected")
 	torchRanks(t, py, "dcp-load", mounts("dcp_200", 0, 1))
