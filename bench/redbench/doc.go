@@ -22,7 +22,11 @@
 //     pair, all at once, 1 MiB writes; the same in this one process, for
 //     reference; and (c), (a) while every node also reads its checkpoint from
 //     a file and writes its redundancy share to a new one in -dir: all the
-//     bytes the scheme must move, by plain goroutines;
+//     bytes the scheme must move, by plain goroutines; for XOR also (d),
+//     in turn with (c) round by round: XOR's ring itself by plain
+//     goroutines, on checkpoints written just before, with the CRC32Cs and
+//     the XOR scrfs's encode does (netbound.XORRing), the least an XOR
+//     encode costs on this machine;
 //  2. writes one file of SIZE per node through the daemons' mounts with 1 MiB
 //     writes from a reused buffer, completes the dataset with a marker on
 //     node 0, and takes the time to protected from the daemons' own JSON log

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/bench/internal/netbound"
+	"github.com/scrfs/scrfs/config"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -177,6 +178,8 @@ func report(w io.Writer, o options, schemes []scheme, sizes []int64, enc encodeR
 		}
 	}
 	tw.Flush()
+
+	reportRing(w, o, schemes, results)
 
 	fmt.Fprintf(w, "\npeak RSS (VmHWM from /proc/PID/status) of each daemon after the last protect\n")
 	tw = newTable(w)
@@ -349,4 +352,51 @@ func reportRestartReads(w io.Writer, schemes []scheme, results map[string][]*siz
 			ratio, targetReadAll, verdict(ratio, targetReadAll))
 	}
 	tw.Flush()
+}
+
+// reportRing prints (d), XOR's ring by plain goroutines, beside (c) and
+// the daemons: how far XOR's own work sits above (c) on this machine, and
+// the daemons above that.
+func reportRing(w io.Writer, o options, schemes []scheme, results map[string][]*sizeResult) {
+	var rows []*sizeResult
+	for _, sch := range schemes {
+		for _, r := range results[sch.String()] {
+			if len(r.ring) > 0 && len(r.ttp) > 0 {
+				rows = append(rows, r)
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n(d) XOR's own work by plain goroutines: its ring (redset's pipelined reduce-scatter in %s pieces, a sender\n"+
+		"    goroutine per node) over copies of (c)'s checkpoints written anew before each run (as a checkpoint is just\n"+
+		"    written when its encode reads it), with the CRC32C of every byte read and of the finished parity and the XOR of\n"+
+		"    every partial sum, the parity spliced into a new file: the least an XOR encode with scrfs's checks costs here.\n"+
+		"    Run in turn with (c), round by round; (d) ÷ (c) is the median of the rounds' ratios\n",
+		job.FormatBytes(int64(config.Default().Redundancy.PieceSize)))
+	tw := newTable(w)
+	fmt.Fprintln(tw, "scheme\tB\t(c)\t(d)\t(d) ÷ (c)\tdaemons ÷ (d)\tCPU per GiB: (c)\t(d)\t(d) ÷ (c)\tdaemons ÷ (d)\t")
+	for _, r := range rows {
+		gib := float64(r.size) * float64(o.nodes) / (1 << 30)
+		c, d := netbound.Walls(r.boundIO), netbound.Walls(r.ring)
+		cc, dc := netbound.CPUs(r.boundIO), netbound.CPUs(r.ring)
+		var cpu []time.Duration
+		for _, u := range r.used {
+			cpu = append(cpu, u.CPU)
+		}
+		fmt.Fprintf(tw, "xor\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f s\t%.2f s\t%.2f\t%.2f\t\n", job.FormatBytes(r.size),
+			fmtDur(job.Median(c)), fmtDur(job.Median(d)), pairedRatio(d, c), job.Median(r.ttp).Seconds()/job.Median(d).Seconds(),
+			job.Median(cc).Seconds()/gib, job.Median(dc).Seconds()/gib, pairedRatio(dc, cc), job.Median(cpu).Seconds()/job.Median(dc).Seconds())
+	}
+	tw.Flush()
+}
+
+// pairedRatio is the median of a[i] ÷ b[i].
+func pairedRatio(a, b []time.Duration) float64 {
+	var v []float64
+	for i := range min(len(a), len(b)) {
+		v = append(v, a[i].Seconds()/b[i].Seconds())
+	}
+	return job.Median(v)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/bench/internal/netbound"
+	"github.com/scrfs/scrfs/config"
 )
 
 // bench holds what every measurement of one run shares.
@@ -36,6 +37,7 @@ type sizeResult struct {
 	bound    []netbound.Sample // (a) the network alone, one process per node, per measured round
 	bound1   []netbound.Sample // (a) in this one process, for reference
 	boundIO  []netbound.Sample // (c) the network and the cache reads and writes together
+	ring     []netbound.Sample // (d) XOR only: its ring by plain goroutines, with its CRCs and XOR
 	ttp      []time.Duration   // time to protected, per measured round
 	encode   []time.Duration   // the longest encode a daemon reported ("seconds"), per round
 	used     []job.Usage       // CPU time and page faults of all daemons while protecting, per round
@@ -233,8 +235,21 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 		return err
 	}
 	defer lio.Close()
-	if res.boundIO, err = netbound.Measure(ctx, b.procs, t, lio, b.o.rounds); err != nil {
+	lios := []*netbound.Local{lio}
+	if sch.kind == "xor" {
+		ring, err := lio.WithXORRing(netbound.XORRing{Chunk: ceilDiv(res.size, int64(p-1)), Piece: int(config.Default().Redundancy.PieceSize)})
+		if err != nil {
+			return err
+		}
+		lios = append(lios, ring)
+	}
+	samples, err := netbound.MeasureEach(ctx, b.procs, t, lios, b.o.rounds)
+	if err != nil {
 		return err
+	}
+	res.boundIO = samples[0]
+	if len(samples) > 1 {
+		res.ring = samples[1]
 	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
 		sch, job.FormatBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), job.FormatBytes(res.traffic.total()),

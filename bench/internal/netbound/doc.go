@@ -5,7 +5,8 @@
 // process per node (Procs: the benchmark re-executes itself with NodeArg,
 // so the bound pays for the same process and thread switching as daemons
 // sharing the machine's cores), optionally with each node reading a file
-// and writing another (Local) at the same time.
+// and writing another (Local) at the same time, or, for XOR, coupled into
+// the scheme's ring with its CRC32Cs and XOR (XORRing).
 //
 // It is shared by bench/redbench (the bound of each redundancy scheme) and
 // bench/nsbench (one stream between two processes, beside a remote read

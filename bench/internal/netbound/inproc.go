@@ -59,6 +59,9 @@ type conduit struct {
 // node also reads its checkpoint file and writes its redundancy file, at the
 // same time as the transfers.
 func (nb *InProc) Run(ctx context.Context, t Traffic, lio *Local) (Sample, error) {
+	if lio != nil && lio.ring != nil {
+		return Sample{}, errors.New("the xor ring runs with one process per node (Procs), not in one process")
+	}
 	var ends []conduit
 	defer func() {
 		for _, e := range ends {
@@ -93,26 +96,30 @@ func (nb *InProc) Run(ctx context.Context, t Traffic, lio *Local) (Sample, error
 		defer lio.Clean()
 	}
 	bufs := nb.Buffers(len(jobs))
-	start := make(chan struct{})
+	u0 := ProcessUsage()
+	t0 := time.Now()
+	err := runAll(jobs, bufs)
+	s := Sample{Wall: time.Since(t0), Used: ProcessUsage().Sub(u0)}
+	if err != nil {
+		return Sample{}, fmt.Errorf("loopback transfer: %w", err)
+	}
+	return s, nil
+}
+
+// runAll runs every job at once, each on its own goroutine with its own
+// buffer, and returns their errors.
+func runAll(jobs []func(buf []byte) error, bufs [][]byte) error {
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
 	for i, job := range jobs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
 			errs[i] = job(bufs[i])
 		}()
 	}
-	u0 := ProcessUsage()
-	t0 := time.Now()
-	close(start)
 	wg.Wait()
-	s := Sample{Wall: time.Since(t0), Used: ProcessUsage().Sub(u0)}
-	if err := errors.Join(errs...); err != nil {
-		return Sample{}, fmt.Errorf("loopback transfer: %w", err)
-	}
-	return s, nil
+	return errors.Join(errs...)
 }
 
 // ProcessUsage returns what this process used so far.

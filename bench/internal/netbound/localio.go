@@ -17,6 +17,7 @@ type Local struct {
 	dir         string
 	Src, Dst    []string // per node: the checkpoint, the redundancy file
 	read, wrote []int64  // per node
+	ring        *XORRing // run by Procs as XOR's ring instead of independent streams
 }
 
 // NewLocal writes (untimed) a checkpoint file of read bytes for each of
@@ -44,6 +45,39 @@ func NewLocalEach(dir string, read, wrote []int64, buf []byte) (*Local, error) {
 		}
 	}
 	return l, nil
+}
+
+// WithXORRing returns l run as an XORRing instead (redbench's (d)): the
+// Traffic's bytes, the checkpoint's reads and the redundancy file's writes
+// coupled as XOR's encode couples them. Its checkpoints are copies of l's,
+// which each node writes afresh before each run (untimed), so l's stay
+// as (c) reads them. Only Procs runs it.
+func (l *Local) WithXORRing(r XORRing) (*Local, error) {
+	c := *l
+	c.ring = &r
+	c.Src = nil
+	for _, s := range l.Src {
+		c.Src = append(c.Src, s+".xor")
+		if err := copyFile(s, s+".xor"); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
+}
+
+// copyFile copies the file at from to a new file at to.
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
 }
 
 // jobs returns a reader and a writer per node, each given its own buffer.

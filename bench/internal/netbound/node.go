@@ -11,7 +11,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -42,6 +41,7 @@ type nodeSpec struct {
 	readN      int64
 	writePath  string // redundancy file to write and fsync, "" for none
 	writeN     int64
+	ring       XORRing // with a checkpoint and a redundancy file: run XOR's ring instead of the streams
 }
 
 func (s nodeSpec) args() []string {
@@ -53,6 +53,9 @@ func (s nodeSpec) args() []string {
 	}
 	if s.writePath != "" {
 		a = append(a, "-write", s.writePath, "-writen", strconv.FormatInt(s.writeN, 10))
+	}
+	if s.ring.Chunk > 0 {
+		a = append(a, "-ring-chunk", strconv.FormatInt(s.ring.Chunk, 10), "-ring-piece", strconv.Itoa(s.ring.Piece))
 	}
 	return a
 }
@@ -70,6 +73,8 @@ func NodeMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs.Int64Var(&s.readN, "readn", 0, "")
 	fs.StringVar(&s.writePath, "write", "", "")
 	fs.Int64Var(&s.writeN, "writen", 0, "")
+	fs.Int64Var(&s.ring.Chunk, "ring-chunk", 0, "")
+	fs.IntVar(&s.ring.Piece, "ring-piece", 0, "")
 	err := fs.Parse(args)
 	if err == nil {
 		s.send, err = splitInts(send)
@@ -117,6 +122,9 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if s.ring.Chunk > 0 {
+		return runRingNode(s, conns, in, out)
+	}
 	var jobs []func([]byte) error
 	for j, c := range conns {
 		if c == nil {
@@ -134,24 +142,36 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 	}
 	var nb InProc
 	bufs := nb.Buffers(len(jobs))
+	return timed(s.index, in, out, func() error { return runAll(jobs, bufs) })
+}
+
+// runRingNode plays the node's member of an XORRing.
+func runRingNode(s nodeSpec, conns []*net.TCPConn, in *bufio.Reader, out io.Writer) error {
+	p := len(conns)
+	left, right := conns[(s.index+p-1)%p], conns[(s.index+1)%p]
+	if left == nil || right == nil || s.readPath == "" || s.writePath == "" {
+		return fmt.Errorf("node %d: the xor ring needs both neighbours, a checkpoint and a redundancy file", s.index)
+	}
+	m, err := newRingMember(s.ring, s.index, p, left, right, s.readPath, s.writePath)
+	if err != nil {
+		return err
+	}
+	defer m.close()
+	return timed(s.index, in, out, m.run)
+}
+
+// timed says the node is ready, waits for the driver's go, runs work and
+// reports the CPU time and page faults it took.
+func timed(index int, in *bufio.Reader, out io.Writer, work func() error) error {
 	fmt.Fprintln(out, "ready")
 	if line, err := in.ReadString('\n'); err != nil || strings.TrimSpace(line) != "go" {
-		return fmt.Errorf("node %d: expected go, got %q (%v)", s.index, line, err)
+		return fmt.Errorf("node %d: expected go, got %q (%v)", index, line, err)
 	}
 	u0 := ProcessUsage()
-	errs := make([]error, len(jobs))
-	var wg sync.WaitGroup
-	for i, job := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = job(bufs[i])
-		}()
-	}
-	wg.Wait()
+	err := work()
 	u := ProcessUsage().Sub(u0)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("node %d: %w", s.index, err)
+	if err != nil {
+		return fmt.Errorf("node %d: %w", index, err)
 	}
 	fmt.Fprintf(out, "done %d %d\n", u.CPU.Nanoseconds(), u.Faults)
 	return nil

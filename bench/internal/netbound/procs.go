@@ -78,6 +78,9 @@ func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err e
 		if lio != nil {
 			spec.readPath, spec.readN = lio.Src[q], lio.read[q]
 			spec.writePath, spec.writeN = lio.Dst[q], lio.wrote[q]
+			if lio.ring != nil {
+				spec.ring = *lio.ring
+			}
 		}
 		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.Self, spec.args()...)}
 		np.cmd.Stderr = &np.stderr
@@ -141,14 +144,27 @@ func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err e
 // Measure runs t (with lio, if not nil) once untimed, then rounds
 // times, and returns the measured samples.
 func Measure(ctx context.Context, r Runner, t Traffic, lio *Local, rounds int) ([]Sample, error) {
-	var out []Sample
+	out, err := MeasureEach(ctx, r, t, []*Local{lio}, rounds)
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// MeasureEach is Measure for several ways of running t (one per lio), in
+// turn round by round so that they see the same background load; out[i]
+// are lios[i]'s samples.
+func MeasureEach(ctx context.Context, r Runner, t Traffic, lios []*Local, rounds int) ([][]Sample, error) {
+	out := make([][]Sample, len(lios))
 	for i := 0; i <= rounds; i++ {
-		s, err := r.Run(ctx, t, lio)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			out = append(out, s)
+		for k, lio := range lios {
+			s, err := r.Run(ctx, t, lio)
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 {
+				out[k] = append(out[k], s)
+			}
 		}
 	}
 	return out, nil
