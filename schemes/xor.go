@@ -43,7 +43,10 @@ func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *red
 	// The first step of each piece sends this member's contribution as it
 	// is: those are read ahead, on a reader of their own, firstAhead
 	// pieces. Every later step reads its contribution as it XORs it in
-	// (xorStep), on another reader of the same files.
+	// (xorStep), on another reader of the same files, made before the
+	// read-ahead starts using lr.
+	inline := lr.sibling()
+	defer inline.close()
 	pf := startPrefetch(s.ctx, n, firstAhead, s.pool, func(o int, buf []byte) (span, error) {
 		ln := pieceLen(o)
 		pc, err := lr.piece(at(o, 0), ln, buf)
@@ -54,8 +57,6 @@ func xorEncode(s *session, p Params, r int, chunk int64, lr *logicalFile, w *red
 		return pc, nil
 	})
 	defer pf.close()
-	inline := lr.sibling()
-	defer inline.close()
 
 	var rbuf []byte // taken when a piece cannot be spliced (recvPiece)
 	defer func() { s.pool.put(rbuf) }()
