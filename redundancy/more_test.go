@@ -124,8 +124,11 @@ func TestCorruptRedundancyFileRebuilt(t *testing.T) {
 // once — here flushed at once, as flush.every = 1 — with a header that lets
 // a restart verify its files.
 func TestSingleRecordsMetadata(t *testing.T) {
+	// Opened first, so it is closed after the nodes stop (cleanups run
+	// last first).
+	pfx := nodetest.Prefix(t, t.TempDir())
 	f := newFixture(t, schemes.Params{Kind: schemes.Single, Size: 1}, memnet.Faults{})
-	f.Cfg.Options.Prefix, f.Cfg.Options.Every = nodetest.Prefix(t, t.TempDir()), 1
+	f.Cfg.Options.Prefix, f.Cfg.Options.Every = pfx, 1
 	f.startAll()
 	f.write("ckpt.1", 10<<10)
 	f.complete(0, "ckpt.1")
