@@ -471,6 +471,9 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 		reason = "a file several nodes wrote is not one: " + clash
 	case len(why) == 0:
 		rec = c.recordLocked(m, shares)
+		c.mu.Unlock() // the store it tells reports events that come back here
+		c.keepHere(ctx, rec, log)
+		c.mu.Lock()
 	}
 	c.ledger.done(m.Dataset)
 	if rec == nil {
@@ -494,6 +497,12 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	c.metrics.rounds.WithLabelValues("recorded").Inc()
 	log.Info("dataset complete job-wide", "seq", rec.Seq, "members", len(rec.Members), "reason", m.Reason,
 		"seconds", time.Since(start).Seconds())
+	if testHookAgreed != nil {
+		testHookAgreed(ctx)
+	}
+	if ctx.Err() != nil {
+		return // closing: node 0's copy holds the record, and sends it on after the restart
+	}
 	if refused := c.tell(ctx, "record", recordMsg{Record: rec}, log); len(refused) > 0 {
 		c.unrecord(ctx, m, rec, refused, log)
 	}
@@ -526,6 +535,22 @@ func (c *Completer) unrecord(ctx context.Context, m completeMsg, rec *record.Rec
 	log.Error("dataset failed: not every node could keep its record", "seq", rec.Seq, "reason", reason)
 	c.tell(ctx, "fail", failMsg{Dataset: m.Dataset, Kind: m.Kind, Root: m.Root, Reason: reason, Seq: rec.Seq}, log)
 }
+
+// keepHere keeps rec with node 0's own copy of the dataset before its
+// ledger forgets when the dataset began. Node 0 killed before the record
+// reaches the nodes then finds it in its copy at its restart and sends it
+// on (recordedBefore); the ledger alone could no longer prove the
+// checkpoint, and a complete checkpoint would fail. Telling node 0 again
+// with the rest is a no-op.
+func (c *Completer) keepHere(ctx context.Context, rec *record.Record, log *slog.Logger) {
+	if _, err := c.handleRecord(ctx, c.self, recordMsg{Record: rec}); err != nil {
+		log.Warn("node 0 could not keep the record before telling the nodes", "err", err)
+	}
+}
+
+// testHookAgreed, when set, is called as a round that recorded its
+// dataset is about to tell the nodes: a test stops node 0 there.
+var testHookAgreed func(ctx context.Context)
 
 // recordedBefore returns the newest record of m's dataset a node answered
 // with, or nil. A fetched dataset is recorded anew for this job.

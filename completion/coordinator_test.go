@@ -7,11 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scrfs/scrfs/cache"
+	"github.com/scrfs/scrfs/completion"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/memnet"
 	"github.com/scrfs/scrfs/layout"
@@ -262,6 +264,47 @@ func TestBeginWithANodeDown(t *testing.T) {
 	for _, i := range []int{0, 3} {
 		if st, _ := j.Nodes[i].State("ckpt.1"); st != cache.Writing {
 			t.Errorf("node %d: ckpt.1 is %q once the start returned", i, st)
+		}
+	}
+}
+
+// TestCoordinatorKilledAsItRecords: node 0 is killed once it agreed a
+// checkpoint's record and its ledger forgot when the checkpoint began,
+// before it told any other node. Restarted, it finds the record in its own
+// copy and sends it on: the checkpoint is protected everywhere under the
+// record agreed, where it used to fail ("node 0 has no record of when
+// ckpt.1 began"), losing a complete checkpoint.
+func TestCoordinatorKilledAsItRecords(t *testing.T) {
+	j := job(t, 8)
+	j.RestartAll()
+	protectAll(t, j, 0, "ckpt.0")
+	writeAll(j, "ckpt.1")
+	stopped := make(chan struct{})
+	var once sync.Once
+	completion.SetAgreedHook(func(ctx context.Context) {
+		once.Do(func() {
+			close(stopped)
+			<-ctx.Done()
+		})
+	})
+	t.Cleanup(func() { completion.SetAgreedHook(nil) })
+	complete(t, j, 2, "ckpt.1")
+	<-stopped
+	j.Kill(0)
+	for _, n := range j.Nodes[1:] {
+		if got, why := n.State("ckpt.1"); got != cache.Complete {
+			t.Fatalf("node %d: ckpt.1 %s (%s) before node 0 told it the record", n.Index, got, why)
+		}
+	}
+	<-j.Restart(0)
+	j.WaitState(wait, "ckpt.1", cache.Protected, j.All()...)
+	want := recordOf(t, j, 0, "ckpt.1")
+	if want.Seq <= recordOf(t, j, 0, "ckpt.0").Seq {
+		t.Fatalf("ckpt.1 recorded with seq %d, not after ckpt.0's", want.Seq)
+	}
+	for _, n := range j.Nodes[1:] {
+		if got := recordOf(t, j, n.Index, "ckpt.1"); got.Seq != want.Seq || !got.Completed.Equal(want.Completed) {
+			t.Errorf("node %d holds ckpt.1 as seq %d of %v, node 0 as seq %d of %v", n.Index, got.Seq, got.Completed, want.Seq, want.Completed)
 		}
 	}
 }

@@ -26,7 +26,10 @@
 //     for it then (a run that replaced it cannot vouch for what the
 //     application gave the one before).
 //
-// If every share stands, node 0 assigns the next sequence number and sends
+// If every share stands, node 0 assigns the next sequence number, keeps
+// the record with its own copy (so that, killed before the others hear of
+// it, it sends the record on at its restart rather than fail a checkpoint
+// its ledger no longer knows), forgets when the dataset began, and sends
 // the record to every node, which keeps it with the dataset and tells the
 // store (cache.Store.SetRecord: the store reports the dataset Recorded, and
 // the node has it protected). Otherwise every node fails the
