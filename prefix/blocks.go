@@ -37,6 +37,36 @@ func (e *Entry) BlockChecked() bool {
 // its end.
 func (o *Options) perBlock(e *Entry) bool { return o.CRC && len(e.Blocks) > 0 }
 
+// skips says whether a fetch passes over block b of e (Skip): in place
+// already, checked against its own CRC, which then stands for its bytes.
+func (o *Options) skips(e *Entry, b int) bool {
+	return o.Skip != nil && o.perBlock(e) && o.Skip(e.Path, b)
+}
+
+// eachRun walks [off, off+n) of a file of size bytes: each block skips
+// passes over goes to skipped, and each run of blocks between them to
+// fetch, so the source is asked once per run rather than per block.
+func eachRun(size, off, n int64, skips func(b int) bool, skipped func(b int, n int64), fetch func(from, to int64) error) error {
+	for pos, end := off, off+n; pos < end; {
+		if b := int(pos / BlockSize); skips(b) {
+			_, bn := blockSpan(size, b)
+			skipped(b, bn)
+			pos += bn
+			continue
+		}
+		run := pos
+		for run < end && (run == pos || !skips(int(run/BlockSize))) {
+			_, bn := blockSpan(size, int(run/BlockSize))
+			run += bn
+		}
+		if err := fetch(pos, run); err != nil {
+			return err
+		}
+		pos = run
+	}
+	return nil
+}
+
 // blockSpan returns the offset and length of block b of a file of size
 // bytes.
 func blockSpan(size int64, b int) (off, n int64) {

@@ -20,35 +20,16 @@ import (
 func (c *copier) copyRange(t *fileTask, off, n int64, buf []byte) (uint32, error) {
 	sum := t.sums.from(off)
 	seek := t.seekData // a local copy: streams of one file must not race on it
-	for pos, end := off, off+n; pos < end; {
-		b := int(pos / BlockSize)
-		if c.skips(t.e, b) {
-			_, bn := blockSpan(t.size, b)
+	err := eachRun(t.size, off, n, func(b int) bool { return c.fetch && c.o.skips(t.e, b) },
+		func(b int, bn int64) {
 			sum.skip(t.e.Blocks[b], bn)
 			c.prog.add(bn)
-			pos += bn
-			continue
-		}
-		run := pos
-		for run < end && (run == pos || !c.skips(t.e, int(run/BlockSize))) {
-			_, bn := blockSpan(t.size, int(run/BlockSize))
-			run += bn
-		}
-		if err := c.copySpan(t, sum, &seek, pos, run, buf); err != nil {
-			return 0, err
-		}
-		pos = run
-	}
-	if !c.o.CRC {
-		return 0, nil
+		},
+		func(from, to int64) error { return c.copySpan(t, sum, &seek, from, to, buf) })
+	if err != nil || !c.o.CRC {
+		return 0, err
 	}
 	return sum.rangeCRC(off), nil
-}
-
-// skips says whether a fetch passes over block b of e: in place already,
-// checked against its own CRC, which then stands for its bytes.
-func (c *copier) skips(e *Entry, b int) bool {
-	return c.fetch && c.o.Skip != nil && c.o.perBlock(e) && c.o.Skip(e.Path, b)
 }
 
 // copySpan copies [pos, end) of t, adding it to sum. Holes of the source

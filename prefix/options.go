@@ -35,11 +35,11 @@ type Options struct {
 	// else once the whole file is. It is called from the copying streams
 	// and must not block.
 	Landed func(path string, b int)
-	// Skip, if set, tells a Fetch from a directory that block b of the
-	// file at path is in place in the destination already, checked
-	// against its block CRC (read ahead of the fetch): it is not copied
-	// again, and that CRC stands for it in the file's. Only files with
-	// block CRCs are skipped in; object storage copies every block.
+	// Skip, if set, tells a Fetch that block b of the file at path is in
+	// place in the destination already, checked against its block CRC
+	// (read ahead of the fetch): it is not copied again, and that CRC
+	// stands for it in the file's. Only files with block CRCs are skipped
+	// in.
 	Skip func(path string, b int) bool
 	// Logger receives debug and warning records, keyed by dataset; the
 	// caller adds its own context (the daemon: node and job). nil discards

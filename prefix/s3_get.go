@@ -14,7 +14,8 @@ import (
 
 // A fetch: every file one ranged GET per s3RangeSize, pulled by the
 // streams in order, each range written at its offset of the cache file as
-// it arrives and added to its CRC32C. A file of several ranges is looked
+// it arrives and added to its CRC32C; blocks read ahead of the fetch
+// (Options.Skip) are passed over, a GET for each run between them. A file of several ranges is looked
 // up first: its size and stored checksum must be the manifest's, and every
 // range is asked for with If-Match on its ETag, so all come from one
 // version of the object. The last range to finish checks the file's
@@ -31,7 +32,9 @@ func (s *s3Store) get(ctx context.Context, dataset, dstDir string, es []Entry, o
 	return err
 }
 
-// getRange fetches one range into the cache file.
+// getRange fetches one range into the cache file, passing over the
+// blocks in place already (Options.Skip) with a GET for each run of
+// blocks between them.
 func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options, prog *progress) error {
 	f := j.f
 	name := s.locateKey(f.key)
@@ -42,19 +45,33 @@ func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options,
 	if err != nil {
 		return err
 	}
-	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &f.key}
-	if len(f.lens) > 1 {
-		in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", j.off, j.off+j.n-1))
-		in.IfMatch = aws.String(f.etag)
-	} else {
-		// The stored checksum comes with the object.
-		in.ChecksumMode = types.ChecksumModeEnabled
+	sum := f.sums.from(j.off)
+	get := func(from, to int64) error {
+		in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &f.key}
+		if from == 0 && to == f.e.Size {
+			// The whole object: its stored checksum comes with it.
+			in.ChecksumMode = types.ChecksumModeEnabled
+		} else {
+			in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", from, to-1))
+			if f.etag != "" {
+				in.IfMatch = aws.String(f.etag)
+			}
+		}
+		return s.receive(ctx, in, f, from, to, sum, buf, prog)
 	}
-	crc, err := s.receive(ctx, in, f, j, buf, prog)
+	if j.n == 0 {
+		err = get(0, 0) // an empty file: its object is there, and empty
+	} else {
+		err = eachRun(f.e.Size, j.off, j.n, func(b int) bool { return o.skips(f.e, b) },
+			func(b int, bn int64) {
+				sum.skip(f.e.Blocks[b], bn)
+				prog.add(bn)
+			}, get)
+	}
 	if err != nil {
 		return err
 	}
-	whole, last := f.done(j, crc)
+	whole, last := f.done(j, sum.rangeCRC(j.off))
 	if !last {
 		return nil
 	}
@@ -68,48 +85,46 @@ func (s *s3Store) getRange(ctx context.Context, j *s3Job, buf []byte, o Options,
 	return nil
 }
 
-// receive reads one GET's body into the cache file at the range's offset
-// and returns its CRC32C. A body of another length than asked for is
-// corrupt; so is a whole object whose stored checksum is not the
-// manifest's.
-func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File, j *s3Job, buf []byte, prog *progress) (uint32, error) {
+// receive reads one GET's body, the bytes [from, to) of the object, into
+// the cache file at from, adding them to sum. A body of another length
+// than asked for is corrupt; so is a whole object whose stored checksum
+// is not the manifest's.
+func (s *s3Store) receive(ctx context.Context, in *s3.GetObjectInput, f *s3File, from, to int64, sum *summer, buf []byte, prog *progress) error {
 	name := s.locateKey(f.key)
 	out, err := s.getObject(ctx, in, name)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer out.Body.Close()
-	if j.idx == 0 && len(f.lens) == 1 {
+	if in.Range == nil {
 		if err := s.checkStored(f, aws.ToInt64(out.ContentLength), out.ChecksumCRC32C); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	sum := f.sums.from(j.off)
-	pos := j.off
-	for pos < j.off+j.n {
-		k := min(int64(len(buf)), j.off+j.n-pos)
+	for pos := from; pos < to; {
+		k := min(int64(len(buf)), to-pos)
 		n, err := io.ReadFull(out.Body, buf[:k])
 		if n > 0 {
 			if _, werr := f.f.WriteAt(buf[:n], pos); werr != nil {
-				return 0, pathErr("write", f.local, werr)
+				return pathErr("write", f.local, werr)
 			}
 			if err := sum.add(buf[:n]); err != nil {
-				return 0, err
+				return err
 			}
 			pos += int64(n)
 			prog.add(int64(n))
 		}
 		if err != nil {
 			if err == io.ErrUnexpectedEOF || err == io.EOF {
-				return 0, truncated(name, pos, f.e.Size)
+				return truncated(name, pos, f.e.Size)
 			}
-			return 0, pathErr("fetch", name, s.explain(err))
+			return pathErr("fetch", name, s.explain(err))
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return sum.rangeCRC(j.off), nil
+	return nil
 }
 
 // openFetch creates the cache file at full length and, for a file of
