@@ -225,9 +225,10 @@ func (c *Completer) awaitRecall(ctx context.Context) error {
 // now (with wait, before it returns).
 func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) {
 	c.mu.Lock()
+	settled := c.settleAgreedLocked()
 	doomed := c.doomedLocked(from, m)
 	c.runs[from], c.ids[from] = m.Run, m.ID
-	changed := c.ledger.heard(m.ID) || len(doomed) > 0
+	changed := c.ledger.heard(m.ID) || len(doomed) > 0 || settled
 	if m.MaxSeq >= c.ledger.NextSeq {
 		c.ledger.NextSeq, changed = m.MaxSeq+1, true
 	}
@@ -327,6 +328,35 @@ func (c *Completer) doomedLocked(from int, m joinMsg) map[string]failMsg {
 		c.endLocked(name, f.Reason)
 	}
 	return out
+}
+
+// settleAgreedLocked forgets the start of every dataset whose record node
+// 0 keeps with its own copy, and returns whether there was one: a run of
+// node 0 killed after it kept the record (keepHere) and before its ledger
+// forgot the start had agreed it, so no share of it is judged again (a
+// node's restart since would fail it), and the round its nodes ask for
+// sends the record on. c.mu must be held.
+func (c *Completer) settleAgreedLocked() bool {
+	settled := false
+	for name := range c.ledger.Begun {
+		if c.agreedHere(name) {
+			c.ledger.done(name)
+			delete(c.inherited, name)
+			settled = true
+		}
+	}
+	return settled
+}
+
+// agreedHere reports whether this node's copy of dataset name holds the
+// job's record of it.
+func (c *Completer) agreedHere(name string) bool {
+	ds := c.o.Store.Get(name)
+	if ds == nil || !ds.Info().State.Completed() {
+		return false
+	}
+	rec, err := record.Load(ds.Dir())
+	return err == nil && rec.Dataset == name
 }
 
 // failDoomed fails every dataset in doomed on every node, in the
@@ -473,6 +503,12 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 		rec = c.recordLocked(m, shares)
 		c.mu.Unlock() // the store it tells reports events that come back here
 		c.keepHere(ctx, rec, log)
+		if testHook != nil {
+			testHook(ctx, "kept")
+		}
+		if ctx.Err() != nil {
+			return // closing: agreed all the same (settleAgreedLocked)
+		}
 		c.mu.Lock()
 	}
 	c.ledger.done(m.Dataset)
@@ -497,8 +533,8 @@ func (c *Completer) round(ctx context.Context, m completeMsg) {
 	c.metrics.rounds.WithLabelValues("recorded").Inc()
 	log.Info("dataset complete job-wide", "seq", rec.Seq, "members", len(rec.Members), "reason", m.Reason,
 		"seconds", time.Since(start).Seconds())
-	if testHookAgreed != nil {
-		testHookAgreed(ctx)
+	if testHook != nil {
+		testHook(ctx, "forgotten")
 	}
 	if ctx.Err() != nil {
 		return // closing: node 0's copy holds the record, and sends it on after the restart
@@ -548,9 +584,11 @@ func (c *Completer) keepHere(ctx context.Context, rec *record.Record, log *slog.
 	}
 }
 
-// testHookAgreed, when set, is called as a round that recorded its
-// dataset is about to tell the nodes: a test stops node 0 there.
-var testHookAgreed func(ctx context.Context)
+// testHook, when set, is called at two points of a round that records
+// its dataset, for a test to stop node 0 there: "kept", once node 0 kept
+// the record, before its ledger forgets when the dataset began;
+// "forgotten", after that, before it tells the nodes.
+var testHook func(ctx context.Context, point string)
 
 // recordedBefore returns the newest record of m's dataset a node answered
 // with, or nil. A fetched dataset is recorded anew for this job.

@@ -2,5 +2,5 @@ package completion
 
 import "context"
 
-// SetAgreedHook sets testHookAgreed for the external tests.
-func SetAgreedHook(f func(ctx context.Context)) { testHookAgreed = f }
+// SetHook sets testHook for the external tests.
+func SetHook(f func(ctx context.Context, point string)) { testHook = f }
