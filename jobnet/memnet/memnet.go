@@ -94,7 +94,7 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup // handlers running here
+	wg     sync.WaitGroup // handlers running here (hold)
 
 	mu      sync.Mutex
 	hooks   []func(peer int, up bool)
@@ -227,6 +227,20 @@ func (nd *Node) WaitUp(ctx context.Context, peers []int) error {
 	return nil
 }
 
+// hold counts a handler about to run here, unless the node is being
+// killed: Kill waits for the handlers it counted, and a count added while
+// it waits would race with the wait (go test -race saw a call reach a
+// node just as it was killed).
+func (nd *Node) hold() bool {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.ctx.Err() != nil {
+		return false
+	}
+	nd.wg.Add(1)
+	return true
+}
+
 // Call implements jobnet.Transport.
 func (nd *Node) Call(ctx context.Context, to int, kind string, req []byte) ([]byte, error) {
 	if nd.ctx.Err() != nil {
@@ -253,13 +267,15 @@ func (nd *Node) Call(ctx context.Context, to int, kind string, req []byte) ([]by
 		b   []byte
 		err error
 	}
+	if !target.hold() {
+		return nil, fmt.Errorf("memnet: node %d went down: %w", to, jobnet.ErrConnLost)
+	}
 	done := make(chan result, 1)
 	hctx, cancel := context.WithCancel(target.ctx)
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	stopSelf := context.AfterFunc(nd.ctx, cancel)
 	defer stopSelf()
-	target.wg.Add(1)
 	go func() {
 		defer target.wg.Done()
 		defer cancel()

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scrfs/scrfs/internal/loopback"
 	"github.com/scrfs/scrfs/internal/testutil"
 	"github.com/scrfs/scrfs/jobnet"
 	"github.com/scrfs/scrfs/jobnet/peernet"
@@ -24,7 +27,7 @@ var errGone = errors.New("gone")
 func TestOverPeer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	addrs := []string{freeAddr(t), freeAddr(t)}
+	addrs := freeAddrs(t, 2)
 	codes := []jobnet.Code{{Name: "gone", Err: errGone}}
 	var nodes []*peer.Node
 	var protos []*jobnet.Protocol
@@ -72,13 +75,22 @@ func TestOverPeer(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// freeAddrs returns n distinct addresses on 127.0.0.1 nothing listens on.
+func freeAddrs(t *testing.T, n int) []string {
+	// Below the ephemeral range (loopback.FreePort): a port the kernel
+	// hands out could be some connection's source port by the time the
+	// node listens on it ("address already in use", seen here).
+	var addrs []string
+	for len(addrs) < n {
+		port, err := loopback.FreePort(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := net.JoinHostPort(loopback.IP(0), strconv.Itoa(port)); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs
 }
 
 // TestFanoutOverPeerLinks: over real peer nodes, which link only to the
@@ -92,10 +104,7 @@ func TestFanoutOverPeerLinks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	const size, width, absent = 12, 3, 7
-	addrs := make([]string, size)
-	for i := range addrs {
-		addrs[i] = freeAddr(t) // node absent's address stays closed
-	}
+	addrs := freeAddrs(t, size) // node absent's address stays closed
 	var protos []*jobnet.Protocol
 	var nodes []*peer.Node
 	var regs []*prometheus.Registry
