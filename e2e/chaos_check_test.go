@@ -128,7 +128,9 @@ func (ch *chaos) observe(node int, st *control.Status) {
 				flush == control.FlushRunning || flush == control.FlushDone) {
 				ch.t.Fatalf("node %d shows %s, interrupted while it was written, as %+v (flush %+v)", node, ds.name, row, row.Flush)
 			}
-			ds.recorded = ds.recorded || row.Seq > 0
+			if row.Seq > 0 {
+				ds.recorded, ds.recordedOn[node] = true, true
+			}
 			if row.State == "protected" && !ds.protected {
 				ds.protected = true
 				ch.counts.protected++
@@ -449,12 +451,13 @@ func (ch *chaos) judgeFailure(ds *chaosDataset, reason string) {
 		ch.counts.failedTrue++
 		ds.keptAway = len(away) > 0
 	default:
-		ok = !ds.recorded && ds.disturbed
+		// A record only wiped nodes ever reported went with them.
+		ok = len(ds.recordedOn) == 0 && ds.disturbed
 		ch.counts.failedUnrecorded++
 	}
 	if !ok {
-		ch.t.Fatalf("%s failed saying %q, which is not true: protected before %v, recorded %v, disturbed %v, shares lost (wiped, not rebuilt) on nodes %v, members away %v, it tolerates %d",
-			ds.name, reason, ds.protected, ds.recorded, ds.disturbed, slices.Sorted(maps.Keys(ds.lost)), away, ds.tolerance)
+		ch.t.Fatalf("%s failed saying %q, which is not true: protected before %v, recorded %v (on nodes %v not wiped since), disturbed %v, shares lost (wiped, not rebuilt) on nodes %v, members away %v, it tolerates %d",
+			ds.name, reason, ds.protected, ds.recorded, slices.Sorted(maps.Keys(ds.recordedOn)), ds.disturbed, slices.Sorted(maps.Keys(ds.lost)), away, ds.tolerance)
 	}
 	ds.failed = reason
 	ch.t.Logf("%s: %s failed: %s", ch.sc.name, ds.name, reason)

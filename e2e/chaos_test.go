@@ -395,9 +395,11 @@ func (ch *chaos) anyHeld() bool {
 
 // lose notes that node v's cache was wiped: every dataset it may hold a
 // share of, and that is not rebuilt there yet, lost that member. A
-// dataset it held failed, its files kept, lost them.
+// dataset it held failed, its files kept, lost them; a record it held is
+// gone from there.
 func (ch *chaos) lose(v int) {
 	for _, ds := range ch.datasets {
+		delete(ds.recordedOn, v)
 		if !ds.partial && ds.marked && slices.Contains(ds.members, v) && (ds.failed == "" || ds.keptAway) {
 			ds.lost[v] = true
 		}

@@ -33,6 +33,10 @@ type chaosDataset struct {
 	settled   bool
 	// What some node reported: a record (seq), protected, flushed.
 	recorded, protected, flushed, flushFailed bool
+	// recordedOn are the nodes that reported its record and were not
+	// wiped since: while there is one, the record is not lost (node 0
+	// keeps it first, and a node 0 wiped then takes it along).
+	recordedOn map[int]bool
 	// lost are the nodes whose share was wiped and not rebuilt since.
 	lost map[int]bool
 	// failed is its reason once it failed and the reason was judged true.
@@ -75,7 +79,7 @@ const (
 func (ch *chaos) begin() *chaosDataset {
 	ch.counts.datasets++
 	_, tol := ch.sc.sized(len(ch.job))
-	ds := &chaosDataset{name: fmt.Sprintf("ckpt.%d", ch.counts.datasets), files: map[string]string{}, lost: map[int]bool{},
+	ds := &chaosDataset{name: fmt.Sprintf("ckpt.%d", ch.counts.datasets), files: map[string]string{}, lost: map[int]bool{}, recordedOn: map[int]bool{},
 		members: slices.Clone(ch.job), tolerance: tol, single: len(ch.job) == 1}
 	ch.datasets = append(ch.datasets, ds)
 	return ds
