@@ -248,21 +248,15 @@ func openPrefixFile(dir int, name, srcName string, size int64) (*os.File, error)
 	case err != nil:
 		return nil, pathErr("open", srcName, err)
 	}
-	f := os.NewFile(uintptr(fd), srcName)
-	st, err := f.Stat()
-	switch {
-	case err != nil:
-		err = pathErr("stat", srcName, err)
-	case !st.Mode().IsRegular():
-		err = &CorruptError{Path: srcName, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
-	case st.Size() != size:
-		err = &CorruptError{Path: srcName, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), size)}
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return checkedFile(fd, srcName, func(st os.FileInfo) error {
+		switch {
+		case !st.Mode().IsRegular():
+			return &CorruptError{Path: srcName, Reason: fmt.Sprintf("is a %s, manifest says file", files.ModeName(st.Mode()))}
+		case st.Size() != size:
+			return &CorruptError{Path: srcName, Reason: fmt.Sprintf("size %d, manifest says %d", st.Size(), size)}
+		}
+		return nil
+	})
 }
 
 // openFlushed opens name in dir of the cache, whose path srcName is, to
@@ -273,13 +267,23 @@ func openFlushed(dir int, name, srcName string, size int64) (*os.File, error) {
 	if err != nil {
 		return nil, pathErr("open", srcName, err)
 	}
+	return checkedFile(fd, srcName, func(st os.FileInfo) error {
+		if !st.Mode().IsRegular() || st.Size() != size {
+			return pathErr("read", srcName, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), size))
+		}
+		return nil
+	})
+}
+
+// checkedFile returns open descriptor fd as srcName's file once check
+// passed on what it is; else fd is closed.
+func checkedFile(fd int, srcName string, check func(os.FileInfo) error) (*os.File, error) {
 	f := os.NewFile(uintptr(fd), srcName)
 	st, err := f.Stat()
-	switch {
-	case err != nil:
+	if err != nil {
 		err = pathErr("stat", srcName, err)
-	case !st.Mode().IsRegular() || st.Size() != size:
-		err = pathErr("read", srcName, fmt.Errorf("changed during flush (size %d, was %d)", st.Size(), size))
+	} else {
+		err = check(st)
 	}
 	if err != nil {
 		f.Close()
