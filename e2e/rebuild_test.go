@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scrfs/scrfs/internal/loopback"
+	"github.com/scrfs/scrfs/internal/testutil"
 )
 
 // treeMeta records, for every entry below root, its sha256 (or link
@@ -163,7 +164,7 @@ func TestLossBeyondTolerance(t *testing.T) {
 	writeCheckpoint(t, c, "ckpt.2", 100_000)
 	// Damage node 1's redundancy file of ckpt.2: flip a header byte.
 	red, _ := filepath.Glob(filepath.Join(c.Nodes[1].CacheDir("ckpt.2"), ".scrfs", "*.redset"))
-	flipByte(t, red[0], -30)
+	testutil.FlipByte(t, red[0], -30)
 
 	n := c.replace(t, 2, false)
 	n.Start()
@@ -242,28 +243,6 @@ func TestRestartWithoutCache(t *testing.T) {
 	}
 	if _, err := os.Stat(n.CacheDir("c1")); !os.IsNotExist(err) {
 		t.Fatalf("cache not cleared: %v", err)
-	}
-}
-
-// flipByte inverts one byte of a file; a negative offset counts from the end.
-func flipByte(t *testing.T, path string, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if off < 0 {
-		st, _ := f.Stat()
-		off += st.Size()
-	}
-	b := make([]byte, 1)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	b[0] ^= 0xff
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
 	}
 }
 

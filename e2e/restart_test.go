@@ -108,7 +108,7 @@ func TestRestoreNewestFromPrefix(t *testing.T) {
 	if len(red) != 1 {
 		t.Fatalf("node 1's redundancy files of ckpt.2: %v", red)
 	}
-	flipByte(t, red[0], -30)
+	testutil.FlipByte(t, red[0], -30)
 	wipe(t, c.Nodes[3])
 
 	c.Start()
