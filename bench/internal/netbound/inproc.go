@@ -36,11 +36,7 @@ type Sample struct {
 // run does not pay for page faults) only those it lacks.
 func (nb *InProc) Buffers(n int) [][]byte {
 	for len(nb.bufs) < n {
-		b := make([]byte, IOSize)
-		for i := range b {
-			b[i] = byte(i)
-		}
-		nb.bufs = append(nb.bufs, b)
+		nb.bufs = append(nb.bufs, touched(IOSize))
 	}
 	return nb.bufs[:n]
 }
@@ -104,6 +100,16 @@ func (nb *InProc) Run(ctx context.Context, t Traffic, lio *Local) (Sample, error
 		return Sample{}, fmt.Errorf("loopback transfer: %w", err)
 	}
 	return s, nil
+}
+
+// touched returns n bytes, every page written, so that a timed run does
+// not pay for their first touch.
+func touched(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
 }
 
 // runAll runs every job at once, each on its own goroutine with its own

@@ -81,14 +81,6 @@ func rewrite(path string) error {
 	return nil
 }
 
-func touched(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i)
-	}
-	return b
-}
-
 func (m *ringMember) close() {
 	m.src.Close()
 	m.dst.Close()
@@ -127,7 +119,9 @@ func (m *ringMember) run() error {
 	}()
 	err := m.pieces(sends)
 	close(sends)
-	err = firstErr(err, <-sent)
+	if serr := <-sent; err == nil {
+		err = serr
+	}
 	if err == nil {
 		err = m.dst.Sync()
 	}
@@ -197,11 +191,4 @@ func (m *ringMember) read(b []byte, off int64) error {
 	}
 	m.crc ^= crc
 	return nil
-}
-
-func firstErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
