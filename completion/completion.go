@@ -66,9 +66,15 @@ type Completer struct {
 	g       *group.Group
 	metrics *metrics
 
-	mu         sync.Mutex
-	changed    chan struct{}     // closed and replaced when a dataset completes or leaves here
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced when a dataset completes or leaves here
+	// fired are the completion rules that fired here and are not told to
+	// node 0 yet, oldest first; telling is set while tellFired runs.
+	firedMu    sync.Mutex
+	fired      []completeMsg
+	telling    bool
 	ledger     *ledger           // node 0 only
+	seqFloor   uint64            // node 0: the least number a round may still record with (raiseSeqLocked)
 	rounds     map[string]bool   // node 0: rounds under way
 	ended      map[string]string // node 0: outcome of recent rounds ("" = recorded)
 	endedOrder []string          // node 0: ended's names, oldest first

@@ -22,6 +22,18 @@ func (c *Completer) errNotCoordinator(kind string) error {
 	return fmt.Errorf("node %d does not coordinate completions (node 0 does); %s refused", c.self, kind)
 }
 
+// raiseSeqLocked makes every number handed out from now on at least next
+// (a node holds a larger one, or the prefix's index does) and returns
+// whether that changed the ledger. A round that took its number before
+// takes another (recordLocked). c.mu must be held.
+func (c *Completer) raiseSeqLocked(next uint64) bool {
+	if next <= c.ledger.NextSeq {
+		return false
+	}
+	c.ledger.NextSeq, c.seqFloor = next, next
+	return true
+}
+
 // persistLocked writes the ledger. c.mu must be held.
 func (c *Completer) persistLocked() error {
 	if err := c.ledger.save(c.o.ControlDir); err != nil {
@@ -229,8 +241,8 @@ func (c *Completer) joined(ctx context.Context, from int, m joinMsg, wait bool) 
 	doomed := c.doomedLocked(from, m)
 	c.runs[from], c.ids[from] = m.Run, m.ID
 	changed := c.ledger.heard(m.ID) || len(doomed) > 0 || settled
-	if m.MaxSeq >= c.ledger.NextSeq {
-		c.ledger.NextSeq, changed = m.MaxSeq+1, true
+	if c.raiseSeqLocked(m.MaxSeq + 1) {
+		changed = true
 	}
 	if changed {
 		// A ledger node 0 cannot write (its control directory full) does
@@ -425,6 +437,13 @@ func (c *Completer) startRound(m completeMsg, again bool) <-chan struct{} {
 		return nil
 	}
 	c.rounds[m.Dataset] = true
+	if !m.fetched {
+		// The record's number and time are the round's place in line:
+		// of two rounds under way, the dataset node 0 began proving
+		// first is the older, whichever round ends first.
+		m.seq, m.completed = c.ledger.NextSeq, time.Now().UTC()
+		c.ledger.NextSeq++
+	}
 	c.mu.Unlock()
 	done := make(chan struct{})
 	if !c.g.Go(func(ctx context.Context) {
@@ -645,14 +664,18 @@ func (c *Completer) collect(ctx context.Context, m completeMsg) []share {
 func (c *Completer) recordLocked(m completeMsg, shares []share) *record.Record {
 	rec := &record.Record{
 		Version: record.Version, Dataset: m.Dataset, Kind: m.Kind, Root: m.Root,
-		Seq: c.ledger.NextSeq, Completed: time.Now().UTC(), Scheme: c.o.Scheme,
+		Seq: m.seq, Completed: m.completed, Scheme: c.o.Scheme,
 	}
-	if m.fetched && m.seq > 0 {
+	switch {
+	case m.fetched && m.seq > 0:
 		// The same checkpoint as flushed, in this job's layout: a revision,
 		// and a new encoding (Record.Fetched).
-		rec.Seq, rec.Completed, rec.Rev, rec.Fetched = m.seq, m.completed, 1, time.Now().UTC()
+		rec.Rev, rec.Fetched = 1, time.Now().UTC()
 		c.ledger.NextSeq = max(c.ledger.NextSeq, m.seq+1)
-	} else {
+	case m.fetched || m.seq < c.seqFloor:
+		// No number yet, or one taken before a node said it holds a
+		// larger one: the next.
+		rec.Seq, rec.Completed = c.ledger.NextSeq, time.Now().UTC()
 		c.ledger.NextSeq++
 	}
 	for n, s := range shares {

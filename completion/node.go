@@ -208,16 +208,37 @@ type completeMsg struct {
 func (m completeMsg) Check() error { return layout.CheckRoute(m.Dataset, m.Kind, m.Root) }
 
 // RuleFired tells node 0 that a completion rule fired here for dataset r.
-// It returns at once.
+// It returns at once. Rules are told in the order they fired, so that
+// node 0 numbers the datasets in that order (startRound).
 func (c *Completer) RuleFired(r cache.Route, reason string) {
 	m := completeMsg{Dataset: r.Name, Kind: string(r.Kind), Root: r.Root, Reason: reason, From: c.self}
-	c.g.Go(func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
-		defer cancel()
-		if err := c.net.CallRetrying(ctx, coordinator, "complete", m, nil); err != nil {
-			c.log.Error("could not ask node 0 to complete a dataset; it stays incomplete", "dataset", r.Name, "err", err)
+	c.firedMu.Lock()
+	defer c.firedMu.Unlock()
+	c.fired = append(c.fired, m)
+	if !c.telling {
+		c.telling = c.g.Go(c.tellFired)
+	}
+}
+
+// tellFired asks node 0 to complete each dataset whose rule fired here,
+// one after the other, until none is left.
+func (c *Completer) tellFired(ctx context.Context) {
+	for {
+		c.firedMu.Lock()
+		if len(c.fired) == 0 {
+			c.telling = false
+			c.firedMu.Unlock()
+			return
 		}
-	})
+		m := c.fired[0]
+		c.fired = c.fired[1:]
+		c.firedMu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, c.o.ConnectTimeout)
+		if err := c.net.CallRetrying(cctx, coordinator, "complete", m, nil); err != nil {
+			c.log.Error("could not ask node 0 to complete a dataset; it stays incomplete", "dataset", m.Dataset, "err", err)
+		}
+		cancel()
+	}
 }
 
 // Complete completes dataset name job-wide (scrfs complete). It returns
@@ -434,8 +455,7 @@ func (c *Completer) ReserveSeq(next uint64) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if next > c.ledger.NextSeq {
-		c.ledger.NextSeq = next
+	if c.raiseSeqLocked(next) {
 		if err := c.persistLocked(); err != nil {
 			c.log.Warn("persist the next sequence number", "err", err)
 		}

@@ -47,7 +47,8 @@ type Record struct {
 	Kind string `json:"kind"`
 	Root string `json:"root"`
 	// Seq orders completions job-wide (larger is newer), across restarts
-	// and allocations; Completed is when the coordinator agreed it.
+	// and allocations; Completed is when the coordinator began proving it
+	// (so both follow the order completion rules fired in).
 	Seq       uint64    `json:"seq"`
 	Completed time.Time `json:"completed"`
 	// Rev counts changes after completion (a share rebuilt onto another
