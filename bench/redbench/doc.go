@@ -22,11 +22,14 @@
 //     pair, all at once, 1 MiB writes; the same in this one process, for
 //     reference; and (c), (a) while every node also reads its checkpoint from
 //     a file and writes its redundancy share to a new one in -dir: all the
-//     bytes the scheme must move, by plain goroutines; for XOR also (d),
-//     in turn with (c) round by round: XOR's ring itself by plain
-//     goroutines, on checkpoints written just before, with the CRC32Cs and
-//     the XOR scrfs's encode does (netbound.XORRing), the least an XOR
-//     encode costs on this machine;
+//     bytes the scheme must move, by plain goroutines; for XOR also (c′)
+//     and (d), in turn with (c) round by round, both on checkpoints
+//     written just before: (c′) is (c) with the CRC32C of every byte read
+//     and written (netbound.Local.WithChecks), the least any encode with
+//     scrfs's checks costs whatever its algorithm; (d) is XOR's ring
+//     itself by plain goroutines, with the CRC32Cs and the XOR scrfs's
+//     encode does (netbound.XORRing), the least XOR's encode costs on
+//     this machine;
 //  2. writes one file of SIZE per node through the daemons' mounts with 1 MiB
 //     writes from a reused buffer, completes the dataset with a marker on
 //     node 0, and takes the time to protected from the daemons' own JSON log

@@ -354,9 +354,10 @@ func reportRestartReads(w io.Writer, schemes []scheme, results map[string][]*siz
 	tw.Flush()
 }
 
-// reportRing prints (d), XOR's ring by plain goroutines, beside (c) and
-// the daemons: how far XOR's own work sits above (c) on this machine, and
-// the daemons above that.
+// reportRing prints (c′), the checks every encode makes, and (d), XOR's
+// ring by plain goroutines, beside (c) and the daemons: how far any
+// encode with scrfs's checks, and XOR's own work, sit above (c) on this
+// machine, and the daemons above that.
 func reportRing(w io.Writer, o options, schemes []scheme, results map[string][]*sizeResult) {
 	var rows []*sizeResult
 	for _, sch := range schemes {
@@ -369,25 +370,30 @@ func reportRing(w io.Writer, o options, schemes []scheme, results map[string][]*
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n(d) XOR's own work by plain goroutines: its ring (redset's pipelined reduce-scatter in %s pieces, a sender\n"+
-		"    goroutine per node) over copies of (c)'s checkpoints written anew before each run (as a checkpoint is just\n"+
-		"    written when its encode reads it), with the CRC32C of every byte read and of the finished parity and the XOR of\n"+
-		"    every partial sum, the parity spliced into a new file: the least an XOR encode with scrfs's checks costs here.\n"+
-		"    Run in turn with (c), round by round; (d) ÷ (c) is the median of the rounds' ratios\n",
+	fmt.Fprintf(w, "\n(c′) (c) with the checks every scrfs encode makes and nothing of the scheme's algorithm: the same streams over\n"+
+		"    copies of (c)'s checkpoints written anew before each run (as a checkpoint is just written when its encode reads\n"+
+		"    it), with the CRC32C of every byte read and of every byte written: the least any XOR encode with scrfs's checks\n"+
+		"    costs here, whatever its algorithm, but for the XOR itself.\n"+
+		"(d) XOR's own work by plain goroutines: its ring (redset's pipelined reduce-scatter in %s pieces, a sender\n"+
+		"    goroutine per node) over such copies, with the CRC32C of every byte read and of the finished parity and the XOR\n"+
+		"    of every partial sum, the parity spliced into a new file: the least XOR's encode with scrfs's checks costs here.\n"+
+		"    Run in turn with (c), round by round; X ÷ (c) is the median of the rounds' ratios\n",
 		job.FormatBytes(int64(config.Default().Redundancy.PieceSize)))
 	tw := newTable(w)
-	fmt.Fprintln(tw, "scheme\tB\t(c)\t(d)\t(d) ÷ (c)\tdaemons ÷ (d)\tCPU per GiB: (c)\t(d)\t(d) ÷ (c)\tdaemons ÷ (d)\t")
+	fmt.Fprintln(tw, "scheme\tB\t(c)\t(c′)\t(c′) ÷ (c)\t(d)\t(d) ÷ (c)\tdaemons ÷ (d)\tCPU per GiB: (c)\t(c′)\t(c′) ÷ (c)\t(d)\t(d) ÷ (c)\tdaemons ÷ (d)\t")
 	for _, r := range rows {
 		gib := float64(r.size) * float64(o.nodes) / (1 << 30)
-		c, d := netbound.Walls(r.boundIO), netbound.Walls(r.ring)
-		cc, dc := netbound.CPUs(r.boundIO), netbound.CPUs(r.ring)
+		c, k, d := netbound.Walls(r.boundIO), netbound.Walls(r.checked), netbound.Walls(r.ring)
+		cc, kc, dc := netbound.CPUs(r.boundIO), netbound.CPUs(r.checked), netbound.CPUs(r.ring)
 		var cpu []time.Duration
 		for _, u := range r.used {
 			cpu = append(cpu, u.CPU)
 		}
-		fmt.Fprintf(tw, "xor\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f s\t%.2f s\t%.2f\t%.2f\t\n", job.FormatBytes(r.size),
-			fmtDur(job.Median(c)), fmtDur(job.Median(d)), pairedRatio(d, c), job.Median(r.ttp).Seconds()/job.Median(d).Seconds(),
-			job.Median(cc).Seconds()/gib, job.Median(dc).Seconds()/gib, pairedRatio(dc, cc), job.Median(cpu).Seconds()/job.Median(dc).Seconds())
+		perGiB := func(v []time.Duration) float64 { return job.Median(v).Seconds() / gib }
+		fmt.Fprintf(tw, "xor\t%s\t%s\t%s\t%.2f\t%s\t%.2f\t%.2f\t%.2f s\t%.2f s\t%.2f\t%.2f s\t%.2f\t%.2f\t\n", job.FormatBytes(r.size),
+			fmtDur(job.Median(c)), fmtDur(job.Median(k)), pairedRatio(k, c), fmtDur(job.Median(d)), pairedRatio(d, c),
+			job.Median(r.ttp).Seconds()/job.Median(d).Seconds(),
+			perGiB(cc), perGiB(kc), pairedRatio(kc, cc), perGiB(dc), pairedRatio(dc, cc), perGiB(cpu)/perGiB(dc))
 	}
 	tw.Flush()
 }

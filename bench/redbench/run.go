@@ -37,6 +37,7 @@ type sizeResult struct {
 	bound    []netbound.Sample // (a) the network alone, one process per node, per measured round
 	bound1   []netbound.Sample // (a) in this one process, for reference
 	boundIO  []netbound.Sample // (c) the network and the cache reads and writes together
+	checked  []netbound.Sample // (c′) XOR only: (c) with the CRC32Cs every encode takes, over checkpoints just written
 	ring     []netbound.Sample // (d) XOR only: its ring by plain goroutines, with its CRCs and XOR
 	ttp      []time.Duration   // time to protected, per measured round
 	encode   []time.Duration   // the longest encode a daemon reported ("seconds"), per round
@@ -241,15 +242,19 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 		if err != nil {
 			return err
 		}
-		lios = append(lios, ring)
+		checked, err := lio.WithChecks()
+		if err != nil {
+			return err
+		}
+		lios = append(lios, checked, ring)
 	}
 	samples, err := netbound.MeasureEach(ctx, b.procs, t, lios, b.o.rounds)
 	if err != nil {
 		return err
 	}
 	res.boundIO = samples[0]
-	if len(samples) > 1 {
-		res.ring = samples[1]
+	if len(samples) > 2 {
+		res.checked, res.ring = samples[1], samples[2]
 	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
 		sch, job.FormatBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), job.FormatBytes(res.traffic.total()),

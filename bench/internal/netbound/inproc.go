@@ -55,8 +55,8 @@ type conduit struct {
 // node also reads its checkpoint file and writes its redundancy file, at the
 // same time as the transfers.
 func (nb *InProc) Run(ctx context.Context, t Traffic, lio *Local) (Sample, error) {
-	if lio != nil && lio.ring != nil {
-		return Sample{}, errors.New("the xor ring runs with one process per node (Procs), not in one process")
+	if lio != nil && (lio.ring != nil || lio.checked) {
+		return Sample{}, errors.New("the xor ring and the checked streams run with one process per node (Procs), not in one process")
 	}
 	var ends []conduit
 	defer func() {

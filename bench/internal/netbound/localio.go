@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/scrfs/scrfs/internal/crc32c"
 )
 
 // Local is what an encode does to each node's cache besides the network:
@@ -18,6 +20,7 @@ type Local struct {
 	Src, Dst    []string // per node: the checkpoint, the redundancy file
 	read, wrote []int64  // per node
 	ring        *XORRing // run by Procs as XOR's ring instead of independent streams
+	checked     bool     // run by Procs with the checks of an encode: WithChecks
 }
 
 // NewLocal writes (untimed) a checkpoint file of read bytes for each of
@@ -49,20 +52,56 @@ func NewLocalEach(dir string, read, wrote []int64, buf []byte) (*Local, error) {
 
 // WithXORRing returns l run as an XORRing instead (redbench's (d)): the
 // Traffic's bytes, the checkpoint's reads and the redundancy file's writes
-// coupled as XOR's encode couples them. Its checkpoints are copies of l's,
-// which each node writes afresh before each run (untimed), so l's stay
-// as (c) reads them. Only Procs runs it.
+// coupled as XOR's encode couples them, over copies of l's checkpoints
+// (withCopies). Only Procs runs it.
 func (l *Local) WithXORRing(r XORRing) (*Local, error) {
+	c, err := l.withCopies(".xor")
+	if err == nil {
+		c.ring = &r
+	}
+	return c, err
+}
+
+// WithChecks returns l with the checks every encode of scrfs makes, and
+// nothing of any scheme's algorithm (redbench's (c′)): the streams of
+// (c), over copies of l's checkpoints (withCopies), with the CRC32C of
+// every byte read and of every byte written. Only Procs runs it.
+func (l *Local) WithChecks() (*Local, error) {
+	c, err := l.withCopies(".checked")
+	if err == nil {
+		c.checked = true
+	}
+	return c, err
+}
+
+// withCopies returns l reading copies of its checkpoints (their names
+// with suffix added), which each node writes afresh before each run
+// (untimed), as a daemon's encode reads a checkpoint just written; l's
+// own stay as (c) reads them.
+func (l *Local) withCopies(suffix string) (*Local, error) {
 	c := *l
-	c.ring = &r
 	c.Src = nil
 	for _, s := range l.Src {
-		c.Src = append(c.Src, s+".xor")
-		if err := copyFile(s, s+".xor"); err != nil {
+		c.Src = append(c.Src, s+suffix)
+		if err := copyFile(s, s+suffix); err != nil {
 			return nil, err
 		}
 	}
 	return &c, nil
+}
+
+// rewrite replaces the file at path by a copy of itself: the same bytes
+// in pages written just now.
+func rewrite(path string) error {
+	err := copyFile(path, path+".new")
+	if err == nil {
+		err = os.Rename(path+".new", path)
+	}
+	if err != nil {
+		os.Remove(path + ".new")
+		return fmt.Errorf("rewrite %s: %w", path, err)
+	}
+	return nil
 }
 
 // copyFile copies the file at from to a new file at to.
@@ -106,12 +145,22 @@ func (l *Local) Close() error { return os.RemoveAll(l.dir) }
 // with an fsync at the end when sync is set (the daemons fsync redundancy
 // files before renaming them into place).
 func WriteN(path string, n int64, buf []byte, sync bool) error {
+	return writeN(path, n, buf, sync, nil)
+}
+
+// writeN is WriteN, which with sum also takes the CRC32C of what it
+// writes, onto *sum.
+func writeN(path string, n int64, buf []byte, sync bool, sum *uint32) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	for left := n; left > 0; {
-		w, err := f.Write(buf[:min(left, int64(len(buf)))])
+		b := buf[:min(left, int64(len(buf)))]
+		if sum != nil {
+			*sum = crc32c.Update(*sum, b)
+		}
+		w, err := f.Write(b)
 		if err != nil {
 			f.Close()
 			return fmt.Errorf("write %s: %w", path, err)
@@ -126,6 +175,12 @@ func WriteN(path string, n int64, buf []byte, sync bool) error {
 
 // ReadN reads the first n bytes of path, len(buf) at a time.
 func ReadN(path string, n int64, buf []byte) error {
+	return readN(path, n, buf, nil)
+}
+
+// readN is ReadN, which with sum also takes the CRC32C of what it reads,
+// onto *sum.
+func readN(path string, n int64, buf []byte, sum *uint32) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -138,6 +193,9 @@ func ReadN(path string, n int64, buf []byte) error {
 		}
 		if err != nil {
 			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if sum != nil {
+			*sum = crc32c.Update(*sum, buf[:r])
 		}
 		left -= int64(r)
 	}

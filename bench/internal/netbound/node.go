@@ -42,6 +42,7 @@ type nodeSpec struct {
 	writePath  string // redundancy file to write and fsync, "" for none
 	writeN     int64
 	ring       XORRing // with a checkpoint and a redundancy file: run XOR's ring instead of the streams
+	checked    bool    // the streams with an encode's checks (Local.WithChecks)
 }
 
 func (s nodeSpec) args() []string {
@@ -56,6 +57,9 @@ func (s nodeSpec) args() []string {
 	}
 	if s.ring.Chunk > 0 {
 		a = append(a, "-ring-chunk", strconv.FormatInt(s.ring.Chunk, 10), "-ring-piece", strconv.Itoa(s.ring.Piece))
+	}
+	if s.checked {
+		a = append(a, "-checked")
 	}
 	return a
 }
@@ -75,6 +79,7 @@ func NodeMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs.Int64Var(&s.writeN, "writen", 0, "")
 	fs.Int64Var(&s.ring.Chunk, "ring-chunk", 0, "")
 	fs.IntVar(&s.ring.Piece, "ring-piece", 0, "")
+	fs.BoolVar(&s.checked, "checked", false, "")
 	err := fs.Parse(args)
 	if err == nil {
 		s.send, err = splitInts(send)
@@ -134,11 +139,23 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 			func(buf []byte) error { return SendN(c, s.send[j], buf) },
 			func(buf []byte) error { return RecvN(c, s.recv[j], buf) })
 	}
+	// With checks, the CRC32Cs of what is read and what is written, as
+	// an encode takes them (nil: none).
+	var readSum, writeSum *uint32
+	if s.checked {
+		if s.readPath == "" || s.writePath == "" {
+			return fmt.Errorf("node %d: the checked streams need a checkpoint and a redundancy file", s.index)
+		}
+		if err := rewrite(s.readPath); err != nil {
+			return err
+		}
+		readSum, writeSum = new(uint32), new(uint32)
+	}
 	if s.readPath != "" {
-		jobs = append(jobs, func(buf []byte) error { return ReadN(s.readPath, s.readN, buf) })
+		jobs = append(jobs, func(buf []byte) error { return readN(s.readPath, s.readN, buf, readSum) })
 	}
 	if s.writePath != "" {
-		jobs = append(jobs, func(buf []byte) error { return WriteN(s.writePath, s.writeN, buf, true) })
+		jobs = append(jobs, func(buf []byte) error { return writeN(s.writePath, s.writeN, buf, true, writeSum) })
 	}
 	var nb InProc
 	bufs := nb.Buffers(len(jobs))

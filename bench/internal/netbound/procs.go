@@ -81,6 +81,7 @@ func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err e
 			if lio.ring != nil {
 				spec.ring = *lio.ring
 			}
+			spec.checked = lio.checked
 		}
 		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.Self, spec.args()...)}
 		np.cmd.Stderr = &np.stderr

@@ -67,20 +67,6 @@ func newRingMember(ring XORRing, index, p int, left, right *net.TCPConn, src, ds
 	return m, nil
 }
 
-// rewrite replaces the file at path by a copy of itself: the same bytes
-// in pages written just now.
-func rewrite(path string) error {
-	err := copyFile(path, path+".new")
-	if err == nil {
-		err = os.Rename(path+".new", path)
-	}
-	if err != nil {
-		os.Remove(path + ".new")
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	return nil
-}
-
 func (m *ringMember) close() {
 	m.src.Close()
 	m.dst.Close()

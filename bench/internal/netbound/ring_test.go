@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -83,9 +84,11 @@ func TestXORRing(t *testing.T) {
 	}
 }
 
-// TestProcsXORRing runs the ring with one process per node, as redbench's
-// (d) does, and then in one process, which refuses it.
-func TestProcsXORRing(t *testing.T) {
+// TestProcsCopies runs the ring (redbench's (d)) and the checked streams
+// ((c′)) with one process per node, as redbench does, each over copies of
+// the checkpoints that every run writes afresh, and then in one process,
+// which refuses them.
+func TestProcsCopies(t *testing.T) {
 	needAddrs(t)
 	self, err := os.Executable()
 	if err != nil {
@@ -100,14 +103,43 @@ func TestProcsXORRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lio.Close()
-	rl, err := lio.WithXORRing(ring)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		make func() (*Local, error)
+	}{
+		{"ring", func() (*Local, error) { return lio.WithXORRing(ring) }},
+		{"checked", lio.WithChecks},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := c.make()
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := inodes(t, l.Src)
+			if s, err := (Procs{Self: self}).Run(context.Background(), traffic, l); err != nil || s.Used.CPU <= 0 {
+				t.Fatalf("in node processes: %+v, %v", s, err)
+			}
+			for q, ino := range inodes(t, l.Src) {
+				if ino == before[q] {
+					t.Errorf("node %d read its checkpoint copy as it was, not written afresh", q)
+				}
+			}
+			if _, err := nb.Run(context.Background(), traffic, l); err == nil {
+				t.Fatal("ran in one process")
+			}
+		})
 	}
-	if s, err := (Procs{Self: self}).Run(context.Background(), traffic, rl); err != nil || s.Used.CPU <= 0 {
-		t.Fatalf("ring in node processes: %+v, %v", s, err)
+}
+
+// inodes returns the inode numbers of the files at paths.
+func inodes(t *testing.T, paths []string) []uint64 {
+	var out []uint64
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fi.Sys().(*syscall.Stat_t).Ino)
 	}
-	if _, err := nb.Run(context.Background(), traffic, rl); err == nil {
-		t.Fatal("the ring ran in one process")
-	}
+	return out
 }
