@@ -216,15 +216,28 @@ func (s *session) sender(pl *peerLink) {
 				m.done()
 			}
 			if err != nil {
-				if s.ctx.Err() == nil {
-					s.fail(&PeerError{Rank: pl.rank, Err: fmt.Errorf("send: %w", err)})
-				}
+				s.sendFailed(pl.rank, err)
 				return
 			}
 			s.sent.Add(int64(n))
 		case <-s.ctx.Done():
 			return
 		}
+	}
+}
+
+// sendFailed fails the session for a send to rank that failed, unless
+// it fails otherwise within abortTimeout. A member that fails tells its
+// peers why and then closes its links, so a send to it can fail before
+// this member has read why: that reason (a corrupt file, say) is the
+// outcome to report, not the closed link, and is taken if it comes.
+func (s *session) sendFailed(rank int, err error) {
+	t := time.NewTimer(abortTimeout)
+	defer t.Stop()
+	select {
+	case <-s.ctx.Done():
+	case <-t.C:
+		s.fail(&PeerError{Rank: rank, Err: fmt.Errorf("send: %w", err)})
 	}
 }
 
