@@ -100,8 +100,7 @@ type onlyReader struct{ io.Reader }
 // dropCaches drops the page cache (root only; otherwise the reads may
 // come from memory, and the report says so).
 func dropCaches() {
-	syncAll()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil && !droppedWarned {
+	if err := job.DropPageCache(); err != nil && !droppedWarned {
 		droppedWarned = true
 		println("flushbench: cannot drop the page cache (not root?): the restart figures may read from memory")
 	}

@@ -174,7 +174,9 @@ func measureRound(name string, m mounted, r int, size int64, buf []byte) map[str
 		out["took"] = float64(job.ReportedKiB()-took0) / 1024
 	}
 	if run("read") && run("write") {
-		dropCaches()
+		// As root, the page cache goes, so reads through FUSE are not
+		// served from pages the writes left behind (tmpfs data stays put).
+		job.DropPageCache()
 		read := timeIt(func() { parallel(*writers, func(i int) { readFile(filepath.Join(ds, fmt.Sprint("w", i)), buf) }) })
 		out["read"] = total / read.Seconds()
 	}
@@ -376,13 +378,6 @@ func timeIt(f func()) time.Duration {
 	start := time.Now()
 	f()
 	return time.Since(start)
-}
-
-// dropCaches evicts clean page cache (as root), so reads through FUSE are
-// not served from pages the writes left behind. tmpfs data stays put.
-func dropCaches() {
-	syscall.Sync()
-	os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0)
 }
 
 func median(v []float64) float64 {

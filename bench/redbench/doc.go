@@ -49,7 +49,10 @@
 //     alone to the latest "dataset fetched" (with the daemons' CPU at that
 //     point, so the report can say what least time the two take together on
 //     this machine's cores), beside cp -r of the same files into -dir plus
-//     one encode;
+//     one encode; for XOR, as root, also (f0) and (f) with the bounds: a
+//     fetch from a copy on -disk by plain goroutines, alone and feeding
+//     (d)'s ring the bytes as they land (netbound.Local.WithFetch), the
+//     floor under fetch + protect ÷ fetch alone;
 //  5. at the full size, SIGKILLs one node (for RS also k at once), wipes its cache and
 //     control directories, starts a replacement with the same node index and
 //     times the rebuild from the replacement's "rebuilding dataset" line to

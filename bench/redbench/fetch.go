@@ -32,13 +32,6 @@ type fetchResult struct {
 	err      error
 }
 
-// dropCaches writes back dirty pages and drops the page cache, so reads
-// come from the disk; it reports false when it may not (not root).
-func dropCaches() bool {
-	exec.Command("sync").Run()
-	return os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0) == nil
-}
-
 // coldFetch flushes dataset ds (protected on every node of c) to the
 // cluster's prefix pfx, then -rounds times restarts the whole cluster from
 // nothing and times the fetch with its re-protect, and cp -r.
@@ -58,7 +51,7 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 				return fr
 			}
 		}
-		fr.dropped = dropCaches() && fr.dropped
+		fr.dropped = job.DropPageCache() == nil && fr.dropped
 		rctx, stopReads := context.WithTimeout(ctx, timeout)
 		reads := b.readThrough(rctx, c, ds, time.Now())
 		if err := c.Start(ctx); err != nil {
@@ -111,7 +104,7 @@ func (b *bench) coldFetch(ctx context.Context, c *job.Cluster, pfx, ds string, s
 		fr.cpu = append(fr.cpu, u.CPU)
 
 		dst := filepath.Join(b.work, "cp-fetch")
-		fr.dropped = dropCaches() && fr.dropped
+		fr.dropped = job.DropPageCache() == nil && fr.dropped
 		cmd := exec.CommandContext(ctx, "cp", "-r", filepath.Join(pfx, ds), dst)
 		if b.s3 != nil {
 			cmd = b.s3.download(ctx, len(c.Nodes), pfx+"/"+ds, dst)

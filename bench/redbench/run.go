@@ -32,23 +32,26 @@ type bench struct {
 
 // sizeResult is what one scheme measured at one checkpoint size.
 type sizeResult struct {
-	size     int64
-	traffic  traffic
-	bound    []netbound.Sample // (a) the network alone, one process per node, per measured round
-	bound1   []netbound.Sample // (a) in this one process, for reference
-	boundIO  []netbound.Sample // (c) the network and the cache reads and writes together
-	checked  []netbound.Sample // (c′) XOR only: (c) with the CRC32Cs every encode takes, over checkpoints just written
-	ring     []netbound.Sample // (d) XOR only: its ring by plain goroutines, with its CRCs and XOR
-	ttp      []time.Duration   // time to protected, per measured round
-	encode   []time.Duration   // the longest encode a daemon reported ("seconds"), per round
-	used     []job.Usage       // CPU time and page faults of all daemons while protecting, per round
-	write    []time.Duration   // writing the checkpoint through the mounts
-	writeCPU []time.Duration   // CPU of the daemons and of the writers (this process) meanwhile
-	sent     float64           // bytes a daemon said it sent in the last encode (mean over nodes)
-	rss      []int64           // VmHWM per node after the last protect
-	rebuilds []*rebuildResult
-	fetch    *fetchResult // at the full size with -fetch
-	err      error        // why the measurement stopped, if it did
+	size    int64
+	traffic traffic
+	bound   []netbound.Sample // (a) the network alone, one process per node, per measured round
+	bound1  []netbound.Sample // (a) in this one process, for reference
+	boundIO []netbound.Sample // (c) the network and the cache reads and writes together
+	checked []netbound.Sample // (c′) XOR only: (c) with the CRC32Cs every encode takes, over checkpoints just written
+	ring    []netbound.Sample // (d) XOR only: its ring by plain goroutines, with its CRCs and XOR
+	// (f0) and (f), XOR at the full size with -fetch, as root: a fetch
+	// from disk by plain goroutines, alone and feeding (d)'s ring.
+	fetchAlone, fetchRing []netbound.Sample
+	ttp                   []time.Duration // time to protected, per measured round
+	encode                []time.Duration // the longest encode a daemon reported ("seconds"), per round
+	used                  []job.Usage     // CPU time and page faults of all daemons while protecting, per round
+	write                 []time.Duration // writing the checkpoint through the mounts
+	writeCPU              []time.Duration // CPU of the daemons and of the writers (this process) meanwhile
+	sent                  float64         // bytes a daemon said it sent in the last encode (mean over nodes)
+	rss                   []int64         // VmHWM per node after the last protect
+	rebuilds              []*rebuildResult
+	fetch                 *fetchResult // at the full size with -fetch
+	err                   error        // why the measurement stopped, if it did
 }
 
 // rebuildResult is the rebuild of a number of nodes lost at once.
@@ -72,7 +75,7 @@ func (b *bench) progress(format string, args ...any) {
 // and the peak RSS, and at the full size the cold fetch and the rebuilds.
 func (b *bench) runSize(ctx context.Context, sch scheme, size int64, full bool) *sizeResult {
 	res := &sizeResult{size: size, traffic: schemeTraffic(sch, b.o.nodes, size)}
-	if res.err = b.bounds(ctx, sch, res); res.err != nil {
+	if res.err = b.bounds(ctx, sch, res, full); res.err != nil {
 		return res
 	}
 
@@ -220,8 +223,9 @@ func (b *bench) encodeRound(ctx context.Context, c *job.Cluster, mounts []string
 
 // bounds measures (a), the scheme's traffic alone over loopback (one
 // process per node, and for reference all in this process), and (c), the
-// same with each node's cache reads and writes, into res.
-func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
+// same with each node's cache reads and writes, into res; for XOR also
+// (c′) and (d), and at the full size (f0) and (f) (fetchModel).
+func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult, full bool) error {
 	var err error
 	t := netbound.Traffic(res.traffic)
 	if res.bound, err = netbound.Measure(ctx, b.procs, t, nil, b.o.rounds); err != nil {
@@ -238,7 +242,8 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 	defer lio.Close()
 	lios := []*netbound.Local{lio}
 	if sch.kind == "xor" {
-		ring, err := lio.WithXORRing(netbound.XORRing{Chunk: ceilDiv(res.size, int64(p-1)), Piece: int(config.Default().Redundancy.PieceSize)})
+		params := netbound.XORRing{Chunk: ceilDiv(res.size, int64(p-1)), Piece: int(config.Default().Redundancy.PieceSize)}
+		ring, err := lio.WithXORRing(params)
 		if err != nil {
 			return err
 		}
@@ -247,6 +252,18 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 			return err
 		}
 		lios = append(lios, checked, ring)
+		if full && b.fetchModel() {
+			disk := filepath.Join(b.disk, "fetch-model")
+			if err := os.MkdirAll(disk, 0o755); err != nil {
+				return err
+			}
+			defer os.RemoveAll(disk)
+			fed, alone, err := lio.WithFetch(disk, params)
+			if err != nil {
+				return err
+			}
+			lios = append(lios, alone, fed)
+		}
 	}
 	samples, err := netbound.MeasureEach(ctx, b.procs, t, lios, b.o.rounds)
 	if err != nil {
@@ -256,10 +273,20 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult) error {
 	if len(samples) > 2 {
 		res.checked, res.ring = samples[1], samples[2]
 	}
+	if len(samples) > 4 {
+		res.fetchAlone, res.fetchRing = samples[3], samples[4]
+	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
 		sch, job.FormatBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), job.FormatBytes(res.traffic.total()),
 		fmtDur(job.Median(netbound.Walls(res.bound1))), fmtDur(job.Median(netbound.Walls(res.boundIO))))
 	return nil
+}
+
+// fetchModel says whether (f0) and (f) are measured: with -fetch from a
+// directory prefix, as root, who alone may drop the page cache between
+// their runs.
+func (b *bench) fetchModel() bool {
+	return b.o.fetch && !b.o.s3 && os.Geteuid() == 0
 }
 
 // protect completes dataset name with a marker on node 0 and waits until

@@ -56,7 +56,7 @@ type conduit struct {
 // same time as the transfers.
 func (nb *InProc) Run(ctx context.Context, t Traffic, lio *Local) (Sample, error) {
 	if lio != nil && (lio.ring != nil || lio.checked) {
-		return Sample{}, errors.New("the xor ring and the checked streams run with one process per node (Procs), not in one process")
+		return Sample{}, errors.New("the xor ring, the checked streams and the fetches run with one process per node (Procs), not in one process")
 	}
 	var ends []conduit
 	defer func() {

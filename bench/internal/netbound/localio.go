@@ -21,6 +21,11 @@ type Local struct {
 	read, wrote []int64  // per node
 	ring        *XORRing // run by Procs as XOR's ring instead of independent streams
 	checked     bool     // run by Procs with the checks of an encode: WithChecks
+	// Stage is, per node, the staged copy a fetch writes (WithFetch): the
+	// checkpoints (Src) are then on disk, and fetchAlone says whether the
+	// fetch feeds the ring or nothing.
+	Stage      []string
+	fetchAlone bool
 }
 
 // NewLocal writes (untimed) a checkpoint file of read bytes for each of
@@ -72,6 +77,29 @@ func (l *Local) WithChecks() (*Local, error) {
 		c.checked = true
 	}
 	return c, err
+}
+
+// WithFetch returns l's checkpoints fetched as a cold restart fetches
+// them, from copies in the directory disk (written there now, untimed;
+// the caller removes them), twice over: fed feeds XOR's ring r the bytes
+// as they land (redbench's (f)), alone only fetches them, in the streams
+// fed reads them in (f0). Procs drops the page cache before each of their
+// runs, so the fetch reads the disk. Only Procs runs them.
+func (l *Local) WithFetch(disk string, r XORRing) (fed, alone *Local, err error) {
+	c := *l
+	c.ring = &r
+	c.Src, c.Stage = nil, nil
+	for _, s := range l.Src {
+		d := filepath.Join(disk, filepath.Base(s))
+		if err := copyFile(s, d); err != nil {
+			return nil, nil, err
+		}
+		c.Src = append(c.Src, d)
+		c.Stage = append(c.Stage, s+".staged")
+	}
+	a := c
+	a.fetchAlone = true
+	return &c, &a, nil
 }
 
 // withCopies returns l reading copies of its checkpoints (their names
@@ -133,7 +161,7 @@ func (l *Local) jobs() []func(buf []byte) error {
 // Clean removes the redundancy files, so the next run allocates fresh
 // cache pages as the daemons do for each new dataset.
 func (l *Local) Clean() {
-	for _, p := range l.Dst {
+	for _, p := range append(l.Dst, l.Stage...) {
 		os.Remove(p)
 	}
 }

@@ -43,6 +43,8 @@ type nodeSpec struct {
 	writeN     int64
 	ring       XORRing // with a checkpoint and a redundancy file: run XOR's ring instead of the streams
 	checked    bool    // the streams with an encode's checks (Local.WithChecks)
+	stagePath  string  // with the ring: fetch the checkpoint (on disk) into this staged copy (Local.WithFetch)
+	fetchAlone bool    // with stagePath: fetch only, in the ring's streams
 }
 
 func (s nodeSpec) args() []string {
@@ -60,6 +62,12 @@ func (s nodeSpec) args() []string {
 	}
 	if s.checked {
 		a = append(a, "-checked")
+	}
+	if s.stagePath != "" {
+		a = append(a, "-stage", s.stagePath)
+	}
+	if s.fetchAlone {
+		a = append(a, "-fetch-alone")
 	}
 	return a
 }
@@ -80,6 +88,8 @@ func NodeMain(args []string, stdin io.Reader, stdout io.Writer) int {
 	fs.Int64Var(&s.ring.Chunk, "ring-chunk", 0, "")
 	fs.IntVar(&s.ring.Piece, "ring-piece", 0, "")
 	fs.BoolVar(&s.checked, "checked", false, "")
+	fs.StringVar(&s.stagePath, "stage", "", "")
+	fs.BoolVar(&s.fetchAlone, "fetch-alone", false, "")
 	err := fs.Parse(args)
 	if err == nil {
 		s.send, err = splitInts(send)
@@ -162,14 +172,45 @@ func runNode(s nodeSpec, in *bufio.Reader, out io.Writer) error {
 	return timed(s.index, in, out, func() error { return runAll(jobs, bufs) })
 }
 
-// runRingNode plays the node's member of an XORRing.
+// runRingNode plays the node's member of an XORRing, over a checkpoint
+// written just before in the cache or fetched from disk (stagePath), or
+// only fetches it (fetchAlone).
 func runRingNode(s nodeSpec, conns []*net.TCPConn, in *bufio.Reader, out io.Writer) error {
 	p := len(conns)
-	left, right := conns[(s.index+p-1)%p], conns[(s.index+1)%p]
-	if left == nil || right == nil || s.readPath == "" || s.writePath == "" {
-		return fmt.Errorf("node %d: the xor ring needs both neighbours, a checkpoint and a redundancy file", s.index)
+	if s.readPath == "" || s.writePath == "" {
+		return fmt.Errorf("node %d: the xor ring needs a checkpoint and a redundancy file", s.index)
 	}
-	m, err := newRingMember(s.ring, s.index, p, left, right, s.readPath, s.writePath)
+	if s.stagePath != "" {
+		fs, err := openFetch(s.readPath, s.stagePath, s.ring.Chunk, p-1)
+		if err != nil {
+			return err
+		}
+		if s.fetchAlone {
+			defer fs.close()
+			bufs := make([][]byte, p-1)
+			for k := range bufs {
+				bufs[k] = touched(s.ring.Piece)
+			}
+			return timed(s.index, in, out, func() error { return fetchAlone(fs, s.ring.Chunk, bufs) })
+		}
+		return runRing(s, conns, fs, in, out)
+	}
+	cs, err := openCache(s.readPath)
+	if err != nil {
+		return err
+	}
+	return runRing(s, conns, cs, in, out)
+}
+
+// runRing runs the node's member of the ring over src, which it closes.
+func runRing(s nodeSpec, conns []*net.TCPConn, src source, in *bufio.Reader, out io.Writer) error {
+	p := len(conns)
+	left, right := conns[(s.index+p-1)%p], conns[(s.index+1)%p]
+	if left == nil || right == nil {
+		src.close()
+		return fmt.Errorf("node %d: the xor ring needs both neighbours", s.index)
+	}
+	m, err := newRingMember(s.ring, s.index, p, left, right, src, s.writePath)
 	if err != nil {
 		return err
 	}

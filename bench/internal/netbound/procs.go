@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scrfs/scrfs/bench/internal/job"
 	"github.com/scrfs/scrfs/internal/loopback"
 )
 
@@ -59,6 +60,11 @@ func (np *nodeProc) expect(q int, word string) (string, error) {
 func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	if lio != nil && lio.Stage != nil {
+		if err := job.DropPageCache(); err != nil {
+			return Sample{}, fmt.Errorf("a fetch from disk: %w", err)
+		}
+	}
 	p := len(t)
 	procs := make([]*nodeProc, 0, p)
 	defer func() {
@@ -82,6 +88,9 @@ func (pb Procs) Run(ctx context.Context, t Traffic, lio *Local) (_ Sample, err e
 				spec.ring = *lio.ring
 			}
 			spec.checked = lio.checked
+			if lio.Stage != nil {
+				spec.stagePath, spec.fetchAlone = lio.Stage[q], lio.fetchAlone
+			}
 		}
 		np := &nodeProc{cmd: exec.CommandContext(ctx, pb.Self, spec.args()...)}
 		np.cmd.Stderr = &np.stderr

@@ -36,29 +36,25 @@ type ringMember struct {
 	ring        XORRing
 	index, p    int
 	left, right *net.TCPConn
-	src, dst    *os.File
+	src         source
+	dst         *os.File
 	free        chan []byte // pieces, reused
 	hot         []byte      // a contribution's block
 	crc         uint32      // of everything read and stored; kept so the passes are not optimised away
 }
 
-// newRingMember writes the checkpoint afresh, opens it and the redundancy
-// file and touches the buffers (untimed).
-func newRingMember(ring XORRing, index, p int, left, right *net.TCPConn, src, dst string) (*ringMember, error) {
+// newRingMember opens the redundancy file and touches the buffers
+// (untimed); the member reads its checkpoint from src, which it closes.
+func newRingMember(ring XORRing, index, p int, left, right *net.TCPConn, src source, dst string) (*ringMember, error) {
 	if ring.Chunk < 1 || ring.Piece < ringBlock || ring.Piece%ringBlock != 0 {
+		src.close()
 		return nil, fmt.Errorf("xor ring: chunk %d, piece %d (a multiple of %d)", ring.Chunk, ring.Piece, ringBlock)
 	}
-	m := &ringMember{ring: ring, index: index, p: p, left: left, right: right, free: make(chan []byte, 64)}
-	if err := rewrite(src); err != nil {
-		return nil, err
-	}
+	m := &ringMember{ring: ring, index: index, p: p, left: left, right: right, src: src, free: make(chan []byte, 64)}
 	m.hot = touched(ringBlock)
 	var err error
-	if m.src, err = os.Open(src); err != nil {
-		return nil, err
-	}
 	if m.dst, err = os.Create(dst); err != nil {
-		m.src.Close()
+		src.close()
 		return nil, err
 	}
 	for range 8 {
@@ -68,7 +64,7 @@ func newRingMember(ring XORRing, index, p int, left, right *net.TCPConn, src, ds
 }
 
 func (m *ringMember) close() {
-	m.src.Close()
+	m.src.close()
 	m.dst.Close()
 }
 
@@ -171,10 +167,7 @@ func (m *ringMember) pieces(sends chan<- []byte) error {
 
 // read fills b from the checkpoint at off and takes its CRC32C.
 func (m *ringMember) read(b []byte, off int64) error {
-	crc, err := crc32c.ReadAt(m.src, b, off)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", m.src.Name(), err)
-	}
+	crc, err := m.src.readAt(b, off)
 	m.crc ^= crc
-	return nil
+	return err
 }

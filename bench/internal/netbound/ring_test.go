@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,73 +16,121 @@ import (
 // TestXORRing runs the ring's members in this process over loopback and
 // checks every member stored the XOR of its row across the others'
 // chunks (redset's layout: a member's p−1 chunks around a zero chunk at
-// its own row), with a chunk of two pieces and a short last one.
+// its own row), with a chunk of two pieces and a short last one; each
+// member reads its checkpoint in the cache, or fetches it, and then its
+// staged copy must hold every byte of it.
 func TestXORRing(t *testing.T) {
 	needAddrs(t)
-	for _, p := range []int{2, 3, 4} {
-		ring := XORRing{Chunk: 2*ringBlock*2 + 1000, Piece: 2 * ringBlock}
-		dir := t.TempDir()
-		data := make([][]byte, p)
-		for q := range p {
-			data[q] = make([]byte, int64(p-1)*ring.Chunk)
-			rand.Read(data[q])
-			if err := os.WriteFile(filepath.Join(dir, "src"+string(rune('0'+q))), data[q], 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// conns[q] is q's connection to its right neighbour; its far end
-		// is that neighbour's left one.
-		toRight, fromLeft := make([]*net.TCPConn, p), make([]*net.TCPConn, p)
-		for q := range p {
-			a, b, err := connectPair(context.Background(), "127.0.0.1", "127.0.0.2")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			defer b.Close()
-			toRight[q], fromLeft[(q+1)%p] = a, b
-		}
-		errs := make([]error, p)
-		var wg sync.WaitGroup
-		for q := range p {
-			m, err := newRingMember(ring, q, p, fromLeft[q], toRight[q], filepath.Join(dir, "src"+string(rune('0'+q))), filepath.Join(dir, "dst"+string(rune('0'+q))))
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer m.close()
-				errs[q] = m.run()
-			}()
-		}
-		wg.Wait()
-		for q := range p {
-			if errs[q] != nil {
-				t.Fatalf("p=%d member %d: %v", p, q, errs[q])
-			}
-			want := make([]byte, ring.Chunk)
-			for s := range p {
-				if s == q {
-					continue
-				}
-				c := q
-				if q > s {
-					c = q - 1
-				}
-				for i := range want {
-					want[i] ^= data[s][int64(c)*ring.Chunk+int64(i)]
+	for _, fetched := range []bool{false, true} {
+		for _, p := range []int{2, 3, 4} {
+			ring := XORRing{Chunk: 2*ringBlock*2 + 1000, Piece: 2 * ringBlock}
+			dir := t.TempDir()
+			name := func(kind string, q int) string { return filepath.Join(dir, fmt.Sprint(kind, q)) }
+			data := make([][]byte, p)
+			for q := range p {
+				data[q] = make([]byte, int64(p-1)*ring.Chunk)
+				rand.Read(data[q])
+				if err := os.WriteFile(name("src", q), data[q], 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
-			got, err := os.ReadFile(filepath.Join(dir, "dst"+string(rune('0'+q))))
-			if err != nil {
-				t.Fatal(err)
+			// conns[q] is q's connection to its right neighbour; its far end
+			// is that neighbour's left one.
+			toRight, fromLeft := make([]*net.TCPConn, p), make([]*net.TCPConn, p)
+			for q := range p {
+				a, b, err := connectPair(context.Background(), "127.0.0.1", "127.0.0.2")
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				defer b.Close()
+				toRight[q], fromLeft[(q+1)%p] = a, b
 			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("p=%d: member %d stored %d bytes, not its row's parity (%d bytes)", p, q, len(got), len(want))
+			errs := make([]error, p)
+			var wg sync.WaitGroup
+			for q := range p {
+				var src source
+				var err error
+				if fetched {
+					src, err = openFetch(name("src", q), name("stage", q), ring.Chunk, p-1)
+				} else {
+					src, err = openCache(name("src", q))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				m, err := newRingMember(ring, q, p, fromLeft[q], toRight[q], src, name("dst", q))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer m.close()
+					errs[q] = m.run()
+				}()
+			}
+			wg.Wait()
+			for q := range p {
+				if errs[q] != nil {
+					t.Fatalf("fetched %v, p=%d member %d: %v", fetched, p, q, errs[q])
+				}
+				want := make([]byte, ring.Chunk)
+				for s := range p {
+					if s == q {
+						continue
+					}
+					c := q
+					if q > s {
+						c = q - 1
+					}
+					for i := range want {
+						want[i] ^= data[s][int64(c)*ring.Chunk+int64(i)]
+					}
+				}
+				if got := mustRead(t, name("dst", q)); !bytes.Equal(got, want) {
+					t.Fatalf("fetched %v, p=%d: member %d stored %d bytes, not its row's parity (%d bytes)", fetched, p, q, len(got), len(want))
+				}
+				if fetched && !bytes.Equal(mustRead(t, name("stage", q)), data[q]) {
+					t.Fatalf("p=%d: member %d's staged copy is not its checkpoint", p, q)
+				}
 			}
 		}
 	}
+}
+
+// TestFetchAlone fetches a checkpoint of three chunks into its staged
+// copy as (f0) does, and checks every byte arrived.
+func TestFetchAlone(t *testing.T) {
+	dir := t.TempDir()
+	const chunk, chunks = 3*ringBlock + 7, 3
+	data := make([]byte, chunk*chunks)
+	rand.Read(data)
+	src, stage := filepath.Join(dir, "src"), filepath.Join(dir, "stage")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, err := openFetch(src, stage, chunk, chunks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.close()
+	if err := fetchAlone(fs, chunk, [][]byte{touched(ringBlock), touched(ringBlock), touched(ringBlock)}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mustRead(t, stage), data) {
+		t.Fatal("the staged copy is not the checkpoint")
+	}
+}
+
+// mustRead returns the bytes of the file at path.
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestProcsCopies runs the ring (redbench's (d)) and the checked streams
@@ -142,4 +191,40 @@ func inodes(t *testing.T, paths []string) []uint64 {
 		out = append(out, fi.Sys().(*syscall.Stat_t).Ino)
 	}
 	return out
+}
+
+// TestProcsFetch runs (f0) and (f) with one process per node, as redbench
+// does: the page cache dropped before each run, so as root only.
+func TestProcsFetch(t *testing.T) {
+	needAddrs(t)
+	if os.Geteuid() != 0 {
+		t.Skip("dropping the page cache between runs needs root")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = 3
+	ring := XORRing{Chunk: 3*ringBlock + 5, Piece: 2 * ringBlock}
+	traffic := Traffic{{0, 2 * ring.Chunk, 0}, {0, 0, 2 * ring.Chunk}, {2 * ring.Chunk, 0, 0}}
+	var nb InProc
+	lio, err := NewLocal(filepath.Join(t.TempDir(), "lio"), p, 2*ring.Chunk, ring.Chunk, nb.Buffers(1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lio.Close()
+	fed, alone, err := lio.WithFetch(t.TempDir(), ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*Local{alone, fed} {
+		if s, err := (Procs{Self: self}).Run(context.Background(), traffic, l); err != nil || s.Used.CPU <= 0 {
+			t.Fatalf("fetch alone %v, in node processes: %+v, %v", l.fetchAlone, s, err)
+		}
+		for _, st := range l.Stage {
+			if _, err := os.Stat(st); !os.IsNotExist(err) {
+				t.Errorf("staged copy %s left after the run: %v", st, err)
+			}
+		}
+	}
 }
