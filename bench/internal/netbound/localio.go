@@ -161,7 +161,7 @@ func (l *Local) jobs() []func(buf []byte) error {
 // Clean removes the redundancy files, so the next run allocates fresh
 // cache pages as the daemons do for each new dataset.
 func (l *Local) Clean() {
-	for _, p := range append(l.Dst, l.Stage...) {
+	for _, p := range slices.Concat(l.Dst, l.Stage) {
 		os.Remove(p)
 	}
 }

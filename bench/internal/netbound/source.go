@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/scrfs/scrfs/internal/crc32c"
@@ -92,7 +93,7 @@ func (s *fetchSource) readAt(b []byte, off int64) (uint32, error) {
 
 func (s *fetchSource) close() error {
 	var errs []error
-	for _, f := range append(s.srcs, s.stage) {
+	for _, f := range slices.Concat(s.srcs, []*os.File{s.stage}) {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
