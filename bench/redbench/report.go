@@ -325,7 +325,7 @@ func reportFetchModel(w io.Writer, o options, schemes []scheme, results map[stri
 	var rows []*sizeResult
 	for _, sch := range schemes {
 		res := results[sch.String()]
-		if len(res) > 0 && len(res[len(res)-1].fetchRing) > 0 {
+		if len(res) > 0 && len(res[len(res)-1].fetchFed) > 0 {
 			rows = append(rows, res[len(res)-1])
 		}
 	}
@@ -343,8 +343,8 @@ func reportFetchModel(w io.Writer, o options, schemes []scheme, results map[stri
 	fmt.Fprintln(tw, "scheme\tB\t(f0)\t(f)\t(f) ÷ (f0)\tdaemons: fetch + protect ÷ fetch alone\ttarget\tCPU per GiB: (f0)\t(f)\t(f) ÷ (f0)\t")
 	for _, r := range rows {
 		gib := float64(r.size) * float64(o.nodes) / (1 << 30)
-		a, f := netbound.Walls(r.fetchAlone), netbound.Walls(r.fetchRing)
-		ac, fc := netbound.CPUs(r.fetchAlone), netbound.CPUs(r.fetchRing)
+		a, f := netbound.Walls(r.fetch0), netbound.Walls(r.fetchFed)
+		ac, fc := netbound.CPUs(r.fetch0), netbound.CPUs(r.fetchFed)
 		daemons := "–"
 		if r.fetch != nil && len(r.fetch.spans) > 0 {
 			daemons = fmt.Sprintf("%.2f", job.Median(r.fetch.spans).Seconds()/job.Median(r.fetch.fetches).Seconds())

@@ -32,26 +32,25 @@ type bench struct {
 
 // sizeResult is what one scheme measured at one checkpoint size.
 type sizeResult struct {
-	size    int64
-	traffic traffic
-	bound   []netbound.Sample // (a) the network alone, one process per node, per measured round
-	bound1  []netbound.Sample // (a) in this one process, for reference
-	boundIO []netbound.Sample // (c) the network and the cache reads and writes together
-	checked []netbound.Sample // (c′) XOR only: (c) with the CRC32Cs every encode takes, over checkpoints just written
-	ring    []netbound.Sample // (d) XOR only: its ring by plain goroutines, with its CRCs and XOR
-	// (f0) and (f), XOR at the full size with -fetch, as root: a fetch
-	// from disk by plain goroutines, alone and feeding (d)'s ring.
-	fetchAlone, fetchRing []netbound.Sample
-	ttp                   []time.Duration // time to protected, per measured round
-	encode                []time.Duration // the longest encode a daemon reported ("seconds"), per round
-	used                  []job.Usage     // CPU time and page faults of all daemons while protecting, per round
-	write                 []time.Duration // writing the checkpoint through the mounts
-	writeCPU              []time.Duration // CPU of the daemons and of the writers (this process) meanwhile
-	sent                  float64         // bytes a daemon said it sent in the last encode (mean over nodes)
-	rss                   []int64         // VmHWM per node after the last protect
-	rebuilds              []*rebuildResult
-	fetch                 *fetchResult // at the full size with -fetch
-	err                   error        // why the measurement stopped, if it did
+	size     int64
+	traffic  traffic
+	bound    []netbound.Sample // (a) the network alone, one process per node, per measured round
+	bound1   []netbound.Sample // (a) in this one process, for reference
+	boundIO  []netbound.Sample // (c) the network and the cache reads and writes together
+	checked  []netbound.Sample // (c′) XOR only: (c) with the CRC32Cs every encode takes, over checkpoints just written
+	ring     []netbound.Sample // (d) XOR only: its ring by plain goroutines, with its CRCs and XOR
+	fetch0   []netbound.Sample // (f0) XOR at the full size with -fetch, as root: a fetch from disk by plain goroutines
+	fetchFed []netbound.Sample // (f) the same fetch feeding (d)'s ring as the bytes land
+	ttp      []time.Duration   // time to protected, per measured round
+	encode   []time.Duration   // the longest encode a daemon reported ("seconds"), per round
+	used     []job.Usage       // CPU time and page faults of all daemons while protecting, per round
+	write    []time.Duration   // writing the checkpoint through the mounts
+	writeCPU []time.Duration   // CPU of the daemons and of the writers (this process) meanwhile
+	sent     float64           // bytes a daemon said it sent in the last encode (mean over nodes)
+	rss      []int64           // VmHWM per node after the last protect
+	rebuilds []*rebuildResult
+	fetch    *fetchResult // at the full size with -fetch
+	err      error        // why the measurement stopped, if it did
 }
 
 // rebuildResult is the rebuild of a number of nodes lost at once.
@@ -274,7 +273,7 @@ func (b *bench) bounds(ctx context.Context, sch scheme, res *sizeResult, full bo
 		res.checked, res.ring = samples[1], samples[2]
 	}
 	if len(samples) > 4 {
-		res.fetchAlone, res.fetchRing = samples[3], samples[4]
+		res.fetch0, res.fetchFed = samples[3], samples[4]
 	}
 	b.progress("%-13s B=%-8s (a) network bound %s for %s (in one process %s); (c) with the cache I/O %s",
 		sch, job.FormatBytes(res.size), fmtDur(job.Median(netbound.Walls(res.bound))), job.FormatBytes(res.traffic.total()),
