@@ -337,20 +337,23 @@ func reportFetchModel(w io.Writer, o options, schemes []scheme, results map[stri
 		"     a fetch checks) and writes it into a staged copy in %s, new each run.\n"+
 		"(f)  the same fetch feeding (d)'s ring the bytes as they land: an encode fed by the fetch, overlapped with it,\n"+
 		"     nothing read back or checked twice: the least a cold restart's fetch and re-protect cost here together.\n"+
-		"     Run in turn with (c) round by round; (f) ÷ (f0) is the median of the rounds' ratios\n",
+		"     Run in turn with (c) round by round; (f) ÷ (f0) is the median of the rounds' ratios. (f) − (f0) is the least\n"+
+		"     time a re-protect adds to a fetch here: added to the daemons' own fetch alone, the least their ratio can be\n",
 		o.disk, job.FormatBytes(int64(config.Default().Redundancy.PieceSize)), o.dir)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "scheme\tB\t(f0)\t(f)\t(f) ÷ (f0)\tdaemons: fetch + protect ÷ fetch alone\ttarget\tCPU per GiB: (f0)\t(f)\t(f) ÷ (f0)\t")
+	fmt.Fprintln(tw, "scheme\tB\t(f0)\t(f)\t(f) ÷ (f0)\tdaemons: fetch + protect ÷ fetch alone\tleast\ttarget\tCPU per GiB: (f0)\t(f)\t(f) ÷ (f0)\t")
 	for _, r := range rows {
 		gib := float64(r.size) * float64(o.nodes) / (1 << 30)
 		a, f := netbound.Walls(r.fetch0), netbound.Walls(r.fetchFed)
 		ac, fc := netbound.CPUs(r.fetch0), netbound.CPUs(r.fetchFed)
-		daemons := "–"
+		daemons, least := "–", "–"
 		if r.fetch != nil && len(r.fetch.spans) > 0 {
-			daemons = fmt.Sprintf("%.2f", job.Median(r.fetch.spans).Seconds()/job.Median(r.fetch.fetches).Seconds())
+			alone := job.Median(r.fetch.fetches)
+			daemons = fmt.Sprintf("%.2f", job.Median(r.fetch.spans).Seconds()/alone.Seconds())
+			least = fmt.Sprintf("%.2f", (alone+job.Median(f)-job.Median(a)).Seconds()/alone.Seconds())
 		}
-		fmt.Fprintf(tw, "xor\t%s\t%s\t%s\t%.2f\t%s\t≤ %.2f\t%.2f s\t%.2f s\t%.2f\t\n", job.FormatBytes(r.size),
-			fmtDur(job.Median(a)), fmtDur(job.Median(f)), pairedRatio(f, a), daemons, targetFetchProtect,
+		fmt.Fprintf(tw, "xor\t%s\t%s\t%s\t%.2f\t%s\t%s\t≤ %.2f\t%.2f s\t%.2f s\t%.2f\t\n", job.FormatBytes(r.size),
+			fmtDur(job.Median(a)), fmtDur(job.Median(f)), pairedRatio(f, a), daemons, least, targetFetchProtect,
 			job.Median(ac).Seconds()/gib, job.Median(fc).Seconds()/gib, pairedRatio(fc, ac))
 	}
 	tw.Flush()
