@@ -139,19 +139,7 @@ func mustRead(t *testing.T, path string) []byte {
 // which refuses them.
 func TestProcsCopies(t *testing.T) {
 	needAddrs(t)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const p = 3
-	ring := XORRing{Chunk: 3*ringBlock + 5, Piece: 2 * ringBlock}
-	traffic := Traffic{{0, 2 * ring.Chunk, 0}, {0, 0, 2 * ring.Chunk}, {2 * ring.Chunk, 0, 0}}
-	var nb InProc
-	lio, err := NewLocal(filepath.Join(t.TempDir(), "lio"), p, 2*ring.Chunk, ring.Chunk, nb.Buffers(1)[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lio.Close()
+	procs, ring, traffic, lio := procsJob(t)
 	for _, c := range []struct {
 		name string
 		make func() (*Local, error)
@@ -165,7 +153,7 @@ func TestProcsCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := inodes(t, l.Src)
-			if s, err := (Procs{Self: self}).Run(context.Background(), traffic, l); err != nil || s.Used.CPU <= 0 {
+			if s, err := procs.Run(context.Background(), traffic, l); err != nil || s.Used.CPU <= 0 {
 				t.Fatalf("in node processes: %+v, %v", s, err)
 			}
 			for q, ino := range inodes(t, l.Src) {
@@ -173,6 +161,7 @@ func TestProcsCopies(t *testing.T) {
 					t.Errorf("node %d read its checkpoint copy as it was, not written afresh", q)
 				}
 			}
+			var nb InProc
 			if _, err := nb.Run(context.Background(), traffic, l); err == nil {
 				t.Fatal("ran in one process")
 			}
@@ -200,6 +189,27 @@ func TestProcsFetch(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("dropping the page cache between runs needs root")
 	}
+	procs, ring, traffic, lio := procsJob(t)
+	fed, alone, err := lio.WithFetch(t.TempDir(), ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*Local{alone, fed} {
+		if s, err := procs.Run(context.Background(), traffic, l); err != nil || s.Used.CPU <= 0 {
+			t.Fatalf("fetch alone %v, in node processes: %+v, %v", l.fetchAlone, s, err)
+		}
+		for _, st := range l.Stage {
+			if _, err := os.Stat(st); !os.IsNotExist(err) {
+				t.Errorf("staged copy %s left after the run: %v", st, err)
+			}
+		}
+	}
+}
+
+// procsJob returns what TestProcsCopies and TestProcsFetch run: node
+// processes of this test binary, a ring of 3 with a short last piece, its
+// traffic, and the checkpoints of (c), removed when the test ends.
+func procsJob(t *testing.T) (Procs, XORRing, Traffic, *Local) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -212,19 +222,6 @@ func TestProcsFetch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lio.Close()
-	fed, alone, err := lio.WithFetch(t.TempDir(), ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range []*Local{alone, fed} {
-		if s, err := (Procs{Self: self}).Run(context.Background(), traffic, l); err != nil || s.Used.CPU <= 0 {
-			t.Fatalf("fetch alone %v, in node processes: %+v, %v", l.fetchAlone, s, err)
-		}
-		for _, st := range l.Stage {
-			if _, err := os.Stat(st); !os.IsNotExist(err) {
-				t.Errorf("staged copy %s left after the run: %v", st, err)
-			}
-		}
-	}
+	t.Cleanup(func() { lio.Close() })
+	return Procs{Self: self}, ring, traffic, lio
 }
