@@ -80,9 +80,8 @@ func (h *handle) openFlags(flags uint32) uint32 {
 // and writes without the daemon (go-fuse registers it once per inode).
 func (h *handle) PassthroughFd() (int, bool) { return h.fd, h.passed }
 
-// Read serves a read from the cache file. The reply is spliced from the
-// file to the kernel when go-fuse can, so the bytes never pass through the
-// daemon's memory.
+// Read serves a read from the cache file, spliced to the kernel where a
+// pipe can carry the reply (readReply).
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
 	defer h.fsys.observe(opRead, time.Now(), &errno)
 	var st syscall.Stat_t
@@ -91,7 +90,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (res fuse.Rea
 	}
 	n := min(int64(len(dest)), max(st.Size-off, 0))
 	h.fsys.metrics.read.Add(float64(n))
-	return fuse.ReadResultFd(uintptr(h.fd), off, int(n)), 0
+	return h.fsys.readReply(h.fd, dest, off, int(n))
 }
 
 // Write writes to the cache file. A full cache device fails the write with

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -37,6 +38,8 @@ type mountConfig struct {
 	requests *requestCounter
 	// job is the job the mount asks; nil: none (a node alone).
 	job Job
+	// warnings, when set, also gets the warnings the mount logs.
+	warnings io.Writer
 }
 
 // mountTest mounts an FS on a temp dir and unmounts it in Cleanup. FUSE
@@ -93,7 +96,11 @@ func newTestFS(t testing.TB, mc mountConfig) (*testMount, *FS) {
 		mc.requests.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 		log = slog.New(mc.requests)
 	} else {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		out := io.Writer(os.Stderr)
+		if mc.warnings != nil {
+			out = io.MultiWriter(os.Stderr, mc.warnings)
+		}
+		log = slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	tm.store, err = cache.Open(cache.Options{
 		CacheDir:   jobdir.Path{Base: base, Names: []string{"cache"}},

@@ -3,7 +3,6 @@ package fs
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -300,15 +299,17 @@ type pointerHandle struct {
 }
 
 // Read serves a read from the bytes the file had at open (or after this
-// open's own writes).
+// open's own writes), copied into the request's buffer and handed over as
+// a vector, which go-fuse writes to the kernel as it is (see readReply).
 func (h *pointerHandle) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
 	defer h.node.fsys.observe(opRead, time.Now(), &errno)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if off >= int64(len(h.data)) {
-		return fuse.ReadResultData(nil), 0
+	var n int
+	if off < int64(len(h.data)) {
+		n = copy(dest, h.data[off:])
 	}
-	return fuse.ReadResultData(slices.Clone(h.data[off:min(int64(len(h.data)), off+int64(len(dest)))])), 0
+	return fuse.ReadResultVector([][]byte{dest[:n]}), 0
 }
 
 // Write changes the file's bytes and makes them the job's.

@@ -143,12 +143,12 @@ type remoteHandle struct {
 // allows it.
 func (h *remoteHandle) PassthroughFd() (int, bool) { return h.fd, h.passed }
 
-// Read serves a read from the copy, once its blocks are there. The reply
-// is spliced from the copy to the kernel when go-fuse can.
+// Read serves a read from the copy, once its blocks are there, spliced to
+// the kernel where a pipe can carry the reply (readReply).
 func (h *remoteHandle) Read(ctx context.Context, dest []byte, off int64) (res fuse.ReadResult, errno syscall.Errno) {
 	fsys := h.node.fsys
 	defer fsys.observe(opRead, time.Now(), &errno)
-	fd, k := uintptr(h.fd), int(min(int64(len(dest)), max(h.size-off, 0)))
+	fd, k := h.fd, int(min(int64(len(dest)), max(h.size-off, 0)))
 	if h.r != nil {
 		var err error
 		k, err = h.r.Await(ctx, off, len(dest))
@@ -158,10 +158,10 @@ func (h *remoteHandle) Read(ctx context.Context, dest []byte, off int64) (res fu
 		case err != nil:
 			return nil, syscall.EIO
 		}
-		fd = h.r.Fd()
+		fd = int(h.r.Fd())
 	}
 	fsys.metrics.read.Add(float64(k))
-	return fuse.ReadResultFd(fd, off, k), 0
+	return fsys.readReply(fd, dest, off, k)
 }
 
 // Flush is not needed: nothing is written.
