@@ -322,13 +322,7 @@ func reportFetch(w io.Writer, o options, schemes []scheme, full int64, results m
 // by plain goroutines, alone and feeding XOR's ring as its bytes land,
 // beside the daemons' fetch + protect ÷ fetch alone.
 func reportFetchModel(w io.Writer, o options, schemes []scheme, results map[string][]*sizeResult) {
-	var rows []*sizeResult
-	for _, sch := range schemes {
-		res := results[sch.String()]
-		if len(res) > 0 && len(res[len(res)-1].fetchFed) > 0 {
-			rows = append(rows, res[len(res)-1])
-		}
-	}
+	rows := rowsWhere(schemes, results, func(r *sizeResult) bool { return len(r.fetchFed) > 0 })
 	if len(rows) == 0 {
 		return
 	}
@@ -401,14 +395,7 @@ func reportRestartReads(w io.Writer, schemes []scheme, results map[string][]*siz
 // encode with scrfs's checks, and XOR's own work, sit above (c) on this
 // machine, and the daemons above that.
 func reportRing(w io.Writer, o options, schemes []scheme, results map[string][]*sizeResult) {
-	var rows []*sizeResult
-	for _, sch := range schemes {
-		for _, r := range results[sch.String()] {
-			if len(r.ring) > 0 && len(r.ttp) > 0 {
-				rows = append(rows, r)
-			}
-		}
-	}
+	rows := rowsWhere(schemes, results, func(r *sizeResult) bool { return len(r.ring) > 0 && len(r.ttp) > 0 })
 	if len(rows) == 0 {
 		return
 	}
@@ -438,6 +425,20 @@ func reportRing(w io.Writer, o options, schemes []scheme, results map[string][]*
 			perGiB(cc), perGiB(kc), pairedRatio(kc, cc), perGiB(dc), pairedRatio(dc, cc), perGiB(cpu)/perGiB(dc))
 	}
 	tw.Flush()
+}
+
+// rowsWhere returns the results, scheme by scheme and size by size, that
+// keep says to print.
+func rowsWhere(schemes []scheme, results map[string][]*sizeResult, keep func(*sizeResult) bool) []*sizeResult {
+	var rows []*sizeResult
+	for _, sch := range schemes {
+		for _, r := range results[sch.String()] {
+			if keep(r) {
+				rows = append(rows, r)
+			}
+		}
+	}
+	return rows
 }
 
 // pairedRatio is the median of a[i] ÷ b[i].

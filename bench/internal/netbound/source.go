@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 
 	"github.com/scrfs/scrfs/internal/crc32c"
 )
@@ -106,18 +105,17 @@ func (s *fetchSource) close() error {
 // length) at a time: the streams (f) reads in, with nothing to feed
 // (redbench's (f0)).
 func fetchAlone(src *fetchSource, chunk int64, bufs [][]byte) error {
-	errs := make([]error, len(bufs))
-	var wg sync.WaitGroup
-	for k, buf := range bufs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	jobs := make([]func([]byte) error, len(bufs))
+	for k := range jobs {
+		jobs[k] = func(buf []byte) error {
 			piece := int64(len(buf))
-			for off := int64(0); off < chunk && errs[k] == nil; off += piece {
-				_, errs[k] = src.readAt(buf[:min(piece, chunk-off)], int64(k)*chunk+off)
+			for off := int64(0); off < chunk; off += piece {
+				if _, err := src.readAt(buf[:min(piece, chunk-off)], int64(k)*chunk+off); err != nil {
+					return err
+				}
 			}
-		}()
+			return nil
+		}
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return runAll(jobs, bufs)
 }
